@@ -1,0 +1,616 @@
+//! Configuration: raw TOML (`deny_unknown_fields`) is validated once into a typed
+//! [`Config`]; every error names the key, the line in the file and the allowed range.
+//! `config/innopilot.toml` documents every key, and a test checks that loading it gives
+//! exactly [`Config::default()`], so the shipped file and the code cannot drift apart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::server::Knob;
+
+/// A configuration problem. Exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}{}: `{key}` = {value} is invalid: {allowed}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Invalid {
+        path: String,
+        line: Option<usize>,
+        key: String,
+        value: String,
+        allowed: String,
+    },
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub sampler: SamplerConfig,
+    pub control: ControlConfig,
+    pub audit: AuditConfig,
+    /// Limits for every knob (all knobs present; defaults filled in).
+    pub knobs: BTreeMap<Knob, KnobLimits>,
+    pub policy: PolicyConfig,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// `mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=..]`; CLI `--dsn` and
+    /// `INNOPILOT_DSN` take precedence.
+    pub dsn: Option<String>,
+    /// A file whose first line is the password (used when the DSN has none and
+    /// INNOPILOT_PASSWORD is unset).
+    pub password_file: Option<PathBuf>,
+    /// A my.cnf-style file whose `[client]` section gives user, password, host, port,
+    /// socket.
+    pub defaults_file: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub query_timeout: Duration,
+    pub resize_timeout: Duration,
+    /// The server's datadir as seen from this host (for undo file sizes on MariaDB).
+    pub datadir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerConfig {
+    pub interval: Duration,
+    /// How far back rates and trends look.
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnServerLost {
+    /// Keep retrying with backoff for as long as it takes.
+    Wait,
+    /// Give up after `reconnect_budget`, with exit code 4.
+    Exit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlConfig {
+    pub dry_run: bool,
+    /// Baseline and last-set values, written atomically before each SET; read at start
+    /// to restore the server after a crash.
+    pub state_file: PathBuf,
+    /// Upper bound on restoring the baseline at exit.
+    pub restore_timeout: Duration,
+    /// How long to keep reconnecting before `on_server_lost` applies.
+    pub reconnect_budget: Duration,
+    pub on_server_lost: OnServerLost,
+    /// Global limit on SET GLOBAL statements per rolling minute.
+    pub max_sets_per_minute: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditConfig {
+    /// JSON Lines file, or `-` for standard output.
+    pub path: PathBuf,
+    /// Rotate (rename to `<path>.1`, keeping `keep` files) past this size; 0 = never
+    /// (for logrotate with `copytruncate`).
+    pub max_bytes: u64,
+    pub keep: u32,
+}
+
+impl AuditConfig {
+    pub fn is_stdout(&self) -> bool {
+        self.path == Path::new("-")
+    }
+}
+
+/// What the guard allows for one knob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnobLimits {
+    /// Whether innopilot may change this knob at all.
+    pub manage: bool,
+    pub min: u64,
+    pub max: u64,
+    /// Largest change in one SET.
+    pub max_step: u64,
+    /// Minimum time between two changes of this knob.
+    pub min_dwell: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    pub watermark: WatermarkConfig,
+}
+
+/// The MariaDB 10.6.5 adaptive-purge algorithm, configurable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatermarkConfig {
+    pub enabled: bool,
+    /// Redo fill (percent of the sync-flush point) where throttling starts.
+    pub low_pct: f64,
+    /// Redo fill where purge runs with one thread and DML delay starts.
+    pub high_pct: f64,
+    /// Number of buckets = purge threads at low fill; 0 = the value found at start.
+    pub max_purge_threads: u64,
+    /// Fill must move this many percentage points past a boundary to change bucket.
+    pub hysteresis_pct: f64,
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag_delay to propose, µs.
+    pub high_delay_us: u64,
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, records.
+    pub high_max_purge_lag: u64,
+    /// Above the high watermark where purge threads are read-only (MySQL): the smaller
+    /// innodb_purge_batch_size to propose.
+    pub high_batch_size: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig {
+                dsn: None,
+                password_file: None,
+                defaults_file: None,
+                connect_timeout: Duration::from_secs(5),
+                query_timeout: Duration::from_secs(2),
+                resize_timeout: Duration::from_secs(120),
+                datadir: None,
+            },
+            sampler: SamplerConfig {
+                interval: Duration::from_secs(1),
+                window: Duration::from_secs(10),
+            },
+            control: ControlConfig {
+                dry_run: false,
+                state_file: PathBuf::from("/var/lib/innopilot/state.json"),
+                restore_timeout: Duration::from_secs(10),
+                reconnect_budget: Duration::from_secs(60),
+                on_server_lost: OnServerLost::Wait,
+                max_sets_per_minute: 30,
+            },
+            audit: AuditConfig {
+                path: PathBuf::from("/var/lib/innopilot/audit.jsonl"),
+                max_bytes: 64 << 20,
+                keep: 5,
+            },
+            knobs: Knob::ALL.iter().map(|k| (*k, default_limits(*k))).collect(),
+            policy: PolicyConfig {
+                watermark: WatermarkConfig {
+                    enabled: true,
+                    low_pct: 20.0,
+                    high_pct: 80.0,
+                    max_purge_threads: 0,
+                    hysteresis_pct: 2.0,
+                    high_delay_us: 10_000,
+                    high_max_purge_lag: 100_000,
+                    high_batch_size: 100,
+                },
+            },
+        }
+    }
+}
+
+/// Defaults per knob: ranges a DBA would accept without thinking twice; redo resizing
+/// is opt-in.
+pub fn default_limits(knob: Knob) -> KnobLimits {
+    let l = |manage, min, max, max_step, dwell_s| KnobLimits {
+        manage,
+        min,
+        max,
+        max_step,
+        min_dwell: Duration::from_secs(dwell_s),
+    };
+    match knob {
+        Knob::PurgeThreads => l(true, 1, 32, 1, 5),
+        Knob::PurgeBatchSize => l(true, 10, 5000, 1000, 5),
+        Knob::MaxPurgeLag => l(true, 0, 4_294_967_295, 4_294_967_295, 5),
+        Knob::MaxPurgeLagDelay => l(true, 0, 100_000, 10_000, 2),
+        Knob::IoCapacity => l(true, 100, 20_000, 2_000, 5),
+        Knob::IoCapacityMax => l(true, 200, 40_000, 4_000, 5),
+        Knob::LogFileSize => l(false, 64 << 20, 4 << 30, 1 << 30, 600),
+        Knob::RedoLogCapacity => l(false, 64 << 20, 4 << 30, 1 << 30, 600),
+        Knob::UndoLogTruncate => l(true, 0, 1, 1, 60),
+        Knob::MaxUndoLogSize => l(true, 10 << 20, 16 << 30, 16 << 30, 60),
+    }
+}
+
+// ---- raw form: exactly what the file says -------------------------------------------
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    sampler: RawSampler,
+    #[serde(default)]
+    control: RawControl,
+    #[serde(default)]
+    audit: RawAudit,
+    #[serde(default)]
+    knobs: BTreeMap<String, RawKnob>,
+    #[serde(default)]
+    policy: RawPolicy,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    dsn: Option<String>,
+    password_file: Option<PathBuf>,
+    defaults_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    connect_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    query_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    resize_timeout: Option<Duration>,
+    datadir: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSampler {
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    window: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    dry_run: Option<bool>,
+    state_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    restore_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    reconnect_budget: Option<Duration>,
+    on_server_lost: Option<OnServerLost>,
+    max_sets_per_minute: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    path: Option<PathBuf>,
+    max_size: Option<String>,
+    keep: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKnob {
+    manage: Option<bool>,
+    min: Option<i64>,
+    max: Option<i64>,
+    max_step: Option<i64>,
+    #[serde(default, with = "humantime_serde")]
+    min_dwell: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    watermark: RawWatermark,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWatermark {
+    enabled: Option<bool>,
+    low_pct: Option<f64>,
+    high_pct: Option<f64>,
+    max_purge_threads: Option<i64>,
+    hysteresis_pct: Option<f64>,
+    high_delay_us: Option<i64>,
+    high_max_purge_lag: Option<i64>,
+    high_batch_size: Option<i64>,
+}
+
+/// Parses "64MiB", "512M", "1G", "4096" (bytes).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like \"64MiB\""))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?} (use B, KiB, MiB or GiB)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// Finds the 1-based line of `key` in `[section]` (or of the section header).
+fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    let mut header_line = None;
+    for (i, raw) in src.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(h) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = h.trim().replace([' ', '"'], "");
+            if current == section {
+                header_line = Some(i + 1);
+            }
+            continue;
+        }
+        let k = line.split('=').next().unwrap_or("").trim().trim_matches('"');
+        if current == section && k == key {
+            return Some(i + 1);
+        }
+        // Inline tables: `[knobs]` + `innodb_purge_threads = { max = 4 }`.
+        if let Some((parent, child)) = section.rsplit_once('.') {
+            if current == parent && k == child && line.contains(key) {
+                return Some(i + 1);
+            }
+        }
+    }
+    header_line
+}
+
+struct Ctx<'a> {
+    path: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn invalid(&self, section: &str, key: &str, value: impl ToString, allowed: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_string(),
+            line: locate(self.src, section, key),
+            key: format!("{section}.{key}"),
+            value: value.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+
+    fn duration(&self, section: &str, key: &str, v: Option<Duration>, default: Duration, min: Duration, max: Duration) -> Result<Duration, ConfigError> {
+        let d = v.unwrap_or(default);
+        if d < min || d > max {
+            return Err(self.invalid(
+                section,
+                key,
+                format!("\"{}\"", humantime::format_duration(d)),
+                format!("allowed from \"{}\" to \"{}\"", humantime::format_duration(min), humantime::format_duration(max)),
+            ));
+        }
+        Ok(d)
+    }
+
+    fn int(&self, section: &str, key: &str, v: Option<i64>, default: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+        let Some(n) = v else { return Ok(default) };
+        if n < 0 || (n as u64) < min || (n as u64) > max {
+            return Err(self.invalid(section, key, n, format!("allowed from {min} to {max}")));
+        }
+        Ok(n as u64)
+    }
+
+    fn float(&self, section: &str, key: &str, v: Option<f64>, default: f64, min: f64, max: f64) -> Result<f64, ConfigError> {
+        let x = v.unwrap_or(default);
+        if !x.is_finite() || x < min || x > max {
+            return Err(self.invalid(section, key, x, format!("allowed from {min} to {max}")));
+        }
+        Ok(x)
+    }
+}
+
+impl Config {
+    /// Reads and validates a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Config::parse(&src, &path.display().to_string())
+    }
+
+    /// Validates TOML text; `path` is used in messages only.
+    pub fn parse(src: &str, path: &str) -> Result<Config, ConfigError> {
+        let raw: Raw = toml::from_str(src).map_err(|e| ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let cx = Ctx { path, src };
+        let d = Config::default();
+        let secs = Duration::from_secs;
+        let ms = Duration::from_millis;
+
+        let server = ServerConfig {
+            dsn: raw.server.dsn.filter(|s| !s.trim().is_empty()),
+            password_file: raw.server.password_file,
+            defaults_file: raw.server.defaults_file,
+            connect_timeout: cx.duration("server", "connect_timeout", raw.server.connect_timeout, d.server.connect_timeout, ms(100), secs(60))?,
+            query_timeout: cx.duration("server", "query_timeout", raw.server.query_timeout, d.server.query_timeout, ms(100), secs(60))?,
+            resize_timeout: cx.duration("server", "resize_timeout", raw.server.resize_timeout, d.server.resize_timeout, secs(1), secs(3600))?,
+            datadir: raw.server.datadir,
+        };
+        if let Some(dsn) = &server.dsn {
+            crate::server::dsn::parse_dsn(dsn).map_err(|e| cx.invalid("server", "dsn", "(not shown)", e.to_string()))?;
+        }
+        let interval = cx.duration("sampler", "interval", raw.sampler.interval, d.sampler.interval, ms(100), secs(60))?;
+        let window = cx.duration("sampler", "window", raw.sampler.window, d.sampler.window, secs(1), secs(3600))?;
+        if window < interval * 2 {
+            return Err(cx.invalid("sampler", "window", format!("\"{}\"", humantime::format_duration(window)), format!("must be at least twice sampler.interval ({})", humantime::format_duration(interval * 2))));
+        }
+        if server.query_timeout * 3 > interval.max(secs(1)) * 10 {
+            // A sample is up to 3 queries; a timeout far beyond the interval would let
+            // one slow server stall the loop for many ticks.
+            return Err(cx.invalid("server", "query_timeout", format!("\"{}\"", humantime::format_duration(server.query_timeout)), "must be at most 3⅓ × max(sampler.interval, 1s)"));
+        }
+        let control = ControlConfig {
+            dry_run: raw.control.dry_run.unwrap_or(d.control.dry_run),
+            state_file: raw.control.state_file.unwrap_or(d.control.state_file),
+            restore_timeout: cx.duration("control", "restore_timeout", raw.control.restore_timeout, d.control.restore_timeout, secs(1), secs(300))?,
+            reconnect_budget: cx.duration("control", "reconnect_budget", raw.control.reconnect_budget, d.control.reconnect_budget, secs(1), secs(86_400))?,
+            on_server_lost: raw.control.on_server_lost.unwrap_or(d.control.on_server_lost),
+            max_sets_per_minute: cx.int("control", "max_sets_per_minute", raw.control.max_sets_per_minute, d.control.max_sets_per_minute as u64, 1, 600)? as u32,
+        };
+        let audit = AuditConfig {
+            path: raw.audit.path.unwrap_or(d.audit.path),
+            max_bytes: match raw.audit.max_size {
+                None => d.audit.max_bytes,
+                Some(s) => parse_size(&s).map_err(|e| cx.invalid("audit", "max_size", format!("{s:?}"), e))?,
+            },
+            keep: cx.int("audit", "keep", raw.audit.keep, d.audit.keep as u64, 1, 100)? as u32,
+        };
+        if audit.path.as_os_str().is_empty() {
+            return Err(cx.invalid("audit", "path", "\"\"", "a file path, or \"-\" for standard output"));
+        }
+
+        let mut knobs = d.knobs.clone();
+        for (name, rk) in raw.knobs {
+            let knob: Knob = name.parse().map_err(|e: String| ConfigError::Invalid {
+                path: path.to_string(),
+                line: locate(src, &format!("knobs.{name}"), "").or_else(|| locate(src, "knobs", &name)),
+                key: format!("knobs.{name}"),
+                value: "(section)".into(),
+                allowed: e,
+            })?;
+            let sec = format!("knobs.{name}");
+            let def = default_limits(knob);
+            let hard = hard_range(knob);
+            let lim = KnobLimits {
+                manage: rk.manage.unwrap_or(def.manage),
+                min: cx.int(&sec, "min", rk.min, def.min, hard.0, hard.1)?,
+                max: cx.int(&sec, "max", rk.max, def.max, hard.0, hard.1)?,
+                max_step: cx.int(&sec, "max_step", rk.max_step, def.max_step, 1, u64::MAX)?,
+                min_dwell: cx.duration(&sec, "min_dwell", rk.min_dwell, def.min_dwell, Duration::ZERO, secs(86_400))?,
+            };
+            if lim.min > lim.max {
+                return Err(cx.invalid(&sec, "min", lim.min, format!("must not exceed {sec}.max ({})", lim.max)));
+            }
+            knobs.insert(knob, lim);
+        }
+
+        let w = raw.policy.watermark;
+        let dw = &d.policy.watermark;
+        let s = "policy.watermark";
+        let watermark = WatermarkConfig {
+            enabled: w.enabled.unwrap_or(dw.enabled),
+            low_pct: cx.float(s, "low_pct", w.low_pct, dw.low_pct, 0.0, 100.0)?,
+            high_pct: cx.float(s, "high_pct", w.high_pct, dw.high_pct, 0.0, 150.0)?,
+            max_purge_threads: cx.int(s, "max_purge_threads", w.max_purge_threads, dw.max_purge_threads, 0, 32)?,
+            hysteresis_pct: cx.float(s, "hysteresis_pct", w.hysteresis_pct, dw.hysteresis_pct, 0.0, 20.0)?,
+            high_delay_us: cx.int(s, "high_delay_us", w.high_delay_us, dw.high_delay_us, 0, 10_000_000)?,
+            high_max_purge_lag: cx.int(s, "high_max_purge_lag", w.high_max_purge_lag, dw.high_max_purge_lag, 1, 4_294_967_295)?,
+            high_batch_size: cx.int(s, "high_batch_size", w.high_batch_size, dw.high_batch_size, 1, 5000)?,
+        };
+        if watermark.high_pct <= watermark.low_pct + watermark.hysteresis_pct {
+            return Err(cx.invalid(s, "high_pct", watermark.high_pct, format!("must exceed low_pct + hysteresis_pct ({})", watermark.low_pct + watermark.hysteresis_pct)));
+        }
+
+        Ok(Config {
+            server,
+            sampler: SamplerConfig { interval, window },
+            control,
+            audit,
+            knobs,
+            policy: PolicyConfig { watermark },
+        })
+    }
+
+    pub fn limits(&self, knob: Knob) -> KnobLimits {
+        self.knobs.get(&knob).copied().unwrap_or_else(|| default_limits(knob))
+    }
+}
+
+/// The widest range config may ask for, per knob (the servers' documented limits).
+pub fn hard_range(knob: Knob) -> (u64, u64) {
+    match knob {
+        Knob::PurgeThreads => (1, 32),
+        Knob::PurgeBatchSize => (1, 5000),
+        Knob::MaxPurgeLag => (0, 4_294_967_295),
+        Knob::MaxPurgeLagDelay => (0, 10_000_000),
+        Knob::IoCapacity | Knob::IoCapacityMax => (100, 4_294_967_295),
+        Knob::LogFileSize => (4 << 20, 512 << 30),
+        Knob::RedoLogCapacity => (8 << 20, 128 << 30),
+        Knob::UndoLogTruncate => (0, 1),
+        Knob::MaxUndoLogSize => (10 << 20, 256 << 40),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(src: &str) -> String {
+        Config::parse(src, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(Config::parse("", "x").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn shipped_file_is_exactly_the_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/innopilot.toml");
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = err("[sampler]\ninterval = \"1s\"\nintervall = \"2s\"\n");
+        assert!(e.contains("intervall") && e.contains("line 3"), "{e}");
+        let e = err("[samplr]\n");
+        assert!(e.contains("samplr") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_names_line() {
+        let e = err("[sampler]\n\ninterval = \"1 fortnight-ish\"\n");
+        assert!(e.contains("line 3"), "{e}");
+        let e = err("[sampler]\ninterval = 5\n");
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_names_key_line_and_range() {
+        let e = err("[control]\n# c\nmax_sets_per_minute = 0\n");
+        assert!(e.contains("test.toml:3") && e.contains("control.max_sets_per_minute") && e.contains("from 1 to 600"), "{e}");
+        let e = err("[sampler]\ninterval = \"10ms\"\n");
+        assert!(e.contains(":2") && e.contains("sampler.interval") && e.contains("100ms"), "{e}");
+        let e = err("[knobs.innodb_purge_threads]\nmin = 4\nmax = 2\n");
+        assert!(e.contains(":2") && e.contains("must not exceed"), "{e}");
+        let e = err("[knobs.innodb_purge_threads]\nmax = 64\n");
+        assert!(e.contains("from 1 to 32"), "{e}");
+        let e = err("[knobs.innodb_flush_log_at_trx_commit]\nmax = 1\n");
+        assert!(e.contains("not a knob") && e.contains(":1"), "{e}");
+        let e = err("[policy.watermark]\nlow_pct = 50\nhigh_pct = 40\n");
+        assert!(e.contains(":3") && e.contains("high_pct"), "{e}");
+        let e = err("[knobs]\ninnodb_io_capacity = { max = -5 }\n");
+        assert!(e.contains(":2") && e.contains("knobs.innodb_io_capacity.max"), "{e}");
+    }
+
+    #[test]
+    fn dsn_errors_never_show_the_password() {
+        let e = err("[server]\ndsn = \"mysql://u:hunter22@h:99999/\"\n");
+        assert!(e.contains(":2") && !e.contains("hunter22"), "{e}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999GiB").is_err());
+        assert!(err("[audit]\nmax_size = \"3 parsecs\"\n").contains(":2"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC{0,200}") {
+            let _ = Config::parse(&s, "fuzz.toml");
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The one seam between innopilot and a server: the [`Server`] trait, the allowlist of
+//! knobs innopilot may ever touch ([`Knob`]), and what a server can do ([`Capabilities`]).
+//!
+//! The live implementation ([`mysql::LiveServer`]) speaks to MariaDB or MySQL over sqlx;
+//! the simulator implements the same trait, so the control loop cannot tell them apart.
+
+pub mod dsn;
+pub mod flavor;
+pub mod mysql;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use flavor::{Capabilities, Dynamic, Flavor, KnobCap, ServerIdentity, SignalSources, Version};
+
+use crate::sample::Sample;
+
+/// The allowlist. A variable that is not a variant here can never be named in a `SET
+/// GLOBAL` that innopilot sends: SQL text is built from [`Knob::var_name`] alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Knob {
+    #[serde(rename = "innodb_purge_threads")]
+    PurgeThreads,
+    #[serde(rename = "innodb_purge_batch_size")]
+    PurgeBatchSize,
+    #[serde(rename = "innodb_max_purge_lag")]
+    MaxPurgeLag,
+    #[serde(rename = "innodb_max_purge_lag_delay")]
+    MaxPurgeLagDelay,
+    #[serde(rename = "innodb_io_capacity")]
+    IoCapacity,
+    #[serde(rename = "innodb_io_capacity_max")]
+    IoCapacityMax,
+    #[serde(rename = "innodb_log_file_size")]
+    LogFileSize,
+    #[serde(rename = "innodb_redo_log_capacity")]
+    RedoLogCapacity,
+    #[serde(rename = "innodb_undo_log_truncate")]
+    UndoLogTruncate,
+    #[serde(rename = "innodb_max_undo_log_size")]
+    MaxUndoLogSize,
+}
+
+impl Knob {
+    pub const ALL: [Knob; 10] = [
+        Knob::PurgeThreads,
+        Knob::PurgeBatchSize,
+        Knob::MaxPurgeLag,
+        Knob::MaxPurgeLagDelay,
+        Knob::IoCapacity,
+        Knob::IoCapacityMax,
+        Knob::LogFileSize,
+        Knob::RedoLogCapacity,
+        Knob::UndoLogTruncate,
+        Knob::MaxUndoLogSize,
+    ];
+
+    /// The server variable's name, lower case, exactly as `SET GLOBAL` takes it.
+    pub const fn var_name(self) -> &'static str {
+        match self {
+            Knob::PurgeThreads => "innodb_purge_threads",
+            Knob::PurgeBatchSize => "innodb_purge_batch_size",
+            Knob::MaxPurgeLag => "innodb_max_purge_lag",
+            Knob::MaxPurgeLagDelay => "innodb_max_purge_lag_delay",
+            Knob::IoCapacity => "innodb_io_capacity",
+            Knob::IoCapacityMax => "innodb_io_capacity_max",
+            Knob::LogFileSize => "innodb_log_file_size",
+            Knob::RedoLogCapacity => "innodb_redo_log_capacity",
+            Knob::UndoLogTruncate => "innodb_undo_log_truncate",
+            Knob::MaxUndoLogSize => "innodb_max_undo_log_size",
+        }
+    }
+
+    /// Looks a knob up by variable name, ignoring case (information_schema upper-cases).
+    pub fn from_var_name(name: &str) -> Option<Knob> {
+        Knob::ALL
+            .into_iter()
+            .find(|k| k.var_name().eq_ignore_ascii_case(name))
+    }
+
+    /// Unit of the value, for humans.
+    pub const fn unit(self) -> &'static str {
+        match self {
+            Knob::PurgeThreads => "threads",
+            Knob::PurgeBatchSize => "undo pages",
+            Knob::MaxPurgeLag => "history records",
+            Knob::MaxPurgeLagDelay => "µs",
+            Knob::IoCapacity | Knob::IoCapacityMax => "IOPS",
+            Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => "bytes",
+            Knob::UndoLogTruncate => "0=OFF 1=ON",
+        }
+    }
+
+    /// Boolean variables read back as ON/OFF and are set as 0/1.
+    pub const fn is_bool(self) -> bool {
+        matches!(self, Knob::UndoLogTruncate)
+    }
+
+    /// Resizing the redo log blocks the session that asks for it until the resize is
+    /// done: such knobs are set on a connection of their own, never the sampling one.
+    pub const fn is_blocking(self) -> bool {
+        matches!(self, Knob::LogFileSize | Knob::RedoLogCapacity)
+    }
+}
+
+impl std::fmt::Display for Knob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.var_name())
+    }
+}
+
+impl std::str::FromStr for Knob {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Knob::from_var_name(s).ok_or_else(|| {
+            let names: Vec<&str> = Knob::ALL.iter().map(|k| k.var_name()).collect();
+            format!("`{s}` is not a knob innopilot manages; one of: {}", names.join(", "))
+        })
+    }
+}
+
+/// Values of the knobs in effect on the server, as typed integers.
+pub type KnobValues = BTreeMap<Knob, u64>;
+
+/// Everything that can go wrong talking to a server. Messages never contain a
+/// password: connection targets are rendered by [`dsn::ConnectTarget`]'s redacting
+/// `Display`, and server messages are passed through [`dsn::redact`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot connect to {target}: {message}. {hint}")]
+    Connect {
+        target: String,
+        message: String,
+        hint: &'static str,
+    },
+    #[error("{what} did not answer within {}; the server may be overloaded or hung (raise server.query_timeout if it is merely slow)", humantime::format_duration(*after))]
+    Timeout { what: &'static str, after: Duration },
+    #[error("connection to the server lost during {what}: {message}")]
+    Lost { what: &'static str, message: String },
+    #[error("{what} failed: {message}")]
+    Query { what: &'static str, message: String },
+    #[error("{what}: access denied: {message}. {hint}")]
+    Denied {
+        what: &'static str,
+        message: String,
+        hint: &'static str,
+    },
+    #[error("the server answered {what} with something innopilot does not understand: {detail}")]
+    Unexpected { what: &'static str, detail: String },
+    #[error("{knob} cannot be changed on this server: {why}")]
+    NotSettable { knob: Knob, why: String },
+}
+
+impl ServerError {
+    /// Errors after which the connection is suspect and must be re-established (and
+    /// capabilities re-read) before anything else is done.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(
+            self,
+            ServerError::Connect { .. } | ServerError::Lost { .. } | ServerError::Timeout { .. }
+        )
+    }
+}
+
+/// What innopilot needs from a server. Implemented by the live connection
+/// ([`mysql::LiveServer`]) and by the simulator; nothing else in the crate talks SQL.
+pub trait Server: Send {
+    /// Identifies the server and builds its capability table. Called at start and after
+    /// every reconnect or server restart, before any decision is acted on.
+    fn probe(&mut self) -> impl Future<Output = Result<Capabilities, ServerError>> + Send;
+
+    /// One sample of every signal and of the knobs' values in effect. At most three
+    /// round trips.
+    fn sample(&mut self) -> impl Future<Output = Result<Sample, ServerError>> + Send;
+
+    /// Reads the knobs' values in effect (one round trip).
+    fn read_knobs(&mut self) -> impl Future<Output = Result<KnobValues, ServerError>> + Send;
+
+    /// Sets one allowlisted knob to a typed integer and returns the value in effect
+    /// afterwards, read back from the server.
+    fn set_knob(
+        &mut self,
+        knob: Knob,
+        value: u64,
+    ) -> impl Future<Output = Result<u64, ServerError>> + Send;
+}
