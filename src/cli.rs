@@ -36,12 +36,24 @@ pub struct Cli {
 pub struct GlobalArgs {
     /// Configuration file (TOML). Without it, the built-in defaults apply (the same as
     /// config/innopilot.toml).
-    #[arg(short, long, global = true, env = "INNOPILOT_CONFIG", value_name = "FILE")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "INNOPILOT_CONFIG",
+        value_name = "FILE"
+    )]
     pub config: Option<PathBuf>,
 
     /// Server to connect to: mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=PATH&ssl-mode=MODE].
     /// Prefer INNOPILOT_PASSWORD to a password here.
-    #[arg(long, global = true, env = "INNOPILOT_DSN", hide_env_values = true, value_name = "DSN")]
+    #[arg(
+        long,
+        global = true,
+        env = "INNOPILOT_DSN",
+        hide_env_values = true,
+        value_name = "DSN"
+    )]
     pub dsn: Option<String>,
 
     /// A my.cnf-style file; its [client] section gives user, password, host, port, socket.
@@ -81,8 +93,49 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// Run the controller: sample every interval, decide, and (unless --dry-run) SET
+    /// GLOBAL within the configured bounds. On SIGTERM/SIGINT the values found at start
+    /// (the baseline) are restored before exit. A previous live run that crashed is
+    /// cleaned up first. Needs SUPER (MariaDB) or SYSTEM_VARIABLES_ADMIN (MySQL); exits 3
+    /// without it.
+    Run {
+        /// Decide and write the audit log, but never change the server (needs only
+        /// PROCESS and REPLICATION CLIENT).
+        #[arg(long)]
+        dry_run: bool,
+        /// Audit log path, "-" for standard output (overrides audit.path).
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// State file (overrides control.state_file).
+        #[arg(long, value_name = "FILE")]
+        state_file: Option<PathBuf>,
+        /// Sampling interval (overrides sampler.interval), e.g. "1s".
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        interval: Option<Duration>,
+    },
+    /// Hand an operator-owned knob back to a running `innopilot run` (the value it has
+    /// now becomes its baseline). Takes effect at the next tick.
+    Release {
+        /// The variable name, e.g. innodb_purge_threads.
+        #[arg(value_parser = parse_knob)]
+        knob: crate::server::Knob,
+        /// State file of the running instance (overrides control.state_file).
+        #[arg(long, value_name = "FILE")]
+        state_file: Option<PathBuf>,
+    },
+    /// Restore the baseline saved by a live run that did not finish (crash, kill -9,
+    /// reboot), then exit. Knobs someone changed since are left alone and reported.
+    Restore {
+        /// State file (overrides control.state_file).
+        #[arg(long, value_name = "FILE")]
+        state_file: Option<PathBuf>,
+    },
     /// Validate the configuration file and print the effective configuration.
     CheckConfig,
+}
+
+fn parse_knob(s: &str) -> Result<crate::server::Knob, String> {
+    s.parse()
 }
 
 /// Parses a human duration for clap ("1s", "250ms").

@@ -312,9 +312,7 @@ struct RawWatermark {
 /// Parses "64MiB", "512M", "1G", "4096" (bytes).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num
         .parse()
@@ -324,9 +322,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?} (use B, KiB, MiB or GiB)")),
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use B, KiB, MiB or GiB)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// Finds the 1-based line of `key` in `[section]` (or of the section header).
@@ -342,7 +345,12 @@ fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
             }
             continue;
         }
-        let k = line.split('=').next().unwrap_or("").trim().trim_matches('"');
+        let k = line
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
         if current == section && k == key {
             return Some(i + 1);
         }
@@ -356,13 +364,57 @@ fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
     header_line
 }
 
+/// A TOML or type error as `path:LINE: `section.key`: message`, like the range errors.
+fn parse_error(src: &str, path: &str, e: &toml::de::Error) -> ConfigError {
+    let Some(span) = e.span() else {
+        return ConfigError::Parse {
+            path: path.to_string(),
+            message: e.message().to_string(),
+        };
+    };
+    let start = span.start.min(src.len());
+    let line = src[..start].matches('\n').count() + 1;
+    // The section and key the error points into, for a message that names them.
+    let mut section = String::new();
+    for l in src[..start].lines() {
+        if let Some(h) = l.trim().strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = h.trim().to_string();
+        }
+    }
+    let this_line = src.lines().nth(line - 1).unwrap_or("");
+    let key = this_line.split('=').next().unwrap_or("").trim();
+    let mut message = e.message().trim_end().to_string();
+    if message.contains("expected a duration")
+        || message.contains("invalid type") && message.contains("duration")
+    {
+        message.push_str(" (durations are strings such as \"500ms\", \"1s\", \"2m\")");
+    }
+    let named = if key.is_empty() || key.starts_with('[') || !this_line.contains('=') {
+        String::new()
+    } else if section.is_empty() {
+        format!("`{key}`: ")
+    } else {
+        format!("`{section}.{key}`: ")
+    };
+    ConfigError::Parse {
+        path: format!("{path}:{line}"),
+        message: format!("{named}{message}"),
+    }
+}
+
 struct Ctx<'a> {
     path: &'a str,
     src: &'a str,
 }
 
 impl Ctx<'_> {
-    fn invalid(&self, section: &str, key: &str, value: impl ToString, allowed: impl Into<String>) -> ConfigError {
+    fn invalid(
+        &self,
+        section: &str,
+        key: &str,
+        value: impl ToString,
+        allowed: impl Into<String>,
+    ) -> ConfigError {
         ConfigError::Invalid {
             path: self.path.to_string(),
             line: locate(self.src, section, key),
@@ -372,20 +424,40 @@ impl Ctx<'_> {
         }
     }
 
-    fn duration(&self, section: &str, key: &str, v: Option<Duration>, default: Duration, min: Duration, max: Duration) -> Result<Duration, ConfigError> {
+    fn duration(
+        &self,
+        section: &str,
+        key: &str,
+        v: Option<Duration>,
+        default: Duration,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Duration, ConfigError> {
         let d = v.unwrap_or(default);
         if d < min || d > max {
             return Err(self.invalid(
                 section,
                 key,
                 format!("\"{}\"", humantime::format_duration(d)),
-                format!("allowed from \"{}\" to \"{}\"", humantime::format_duration(min), humantime::format_duration(max)),
+                format!(
+                    "allowed from \"{}\" to \"{}\"",
+                    humantime::format_duration(min),
+                    humantime::format_duration(max)
+                ),
             ));
         }
         Ok(d)
     }
 
-    fn int(&self, section: &str, key: &str, v: Option<i64>, default: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    fn int(
+        &self,
+        section: &str,
+        key: &str,
+        v: Option<i64>,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> Result<u64, ConfigError> {
         let Some(n) = v else { return Ok(default) };
         if n < 0 || (n as u64) < min || (n as u64) > max {
             return Err(self.invalid(section, key, n, format!("allowed from {min} to {max}")));
@@ -393,7 +465,15 @@ impl Ctx<'_> {
         Ok(n as u64)
     }
 
-    fn float(&self, section: &str, key: &str, v: Option<f64>, default: f64, min: f64, max: f64) -> Result<f64, ConfigError> {
+    fn float(
+        &self,
+        section: &str,
+        key: &str,
+        v: Option<f64>,
+        default: f64,
+        min: f64,
+        max: f64,
+    ) -> Result<f64, ConfigError> {
         let x = v.unwrap_or(default);
         if !x.is_finite() || x < min || x > max {
             return Err(self.invalid(section, key, x, format!("allowed from {min} to {max}")));
@@ -414,10 +494,7 @@ impl Config {
 
     /// Validates TOML text; `path` is used in messages only.
     pub fn parse(src: &str, path: &str) -> Result<Config, ConfigError> {
-        let raw: Raw = toml::from_str(src).map_err(|e| ConfigError::Parse {
-            path: path.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let raw: Raw = toml::from_str(src).map_err(|e| parse_error(src, path, &e))?;
         let cx = Ctx { path, src };
         let d = Config::default();
         let secs = Duration::from_secs;
@@ -427,49 +504,129 @@ impl Config {
             dsn: raw.server.dsn.filter(|s| !s.trim().is_empty()),
             password_file: raw.server.password_file,
             defaults_file: raw.server.defaults_file,
-            connect_timeout: cx.duration("server", "connect_timeout", raw.server.connect_timeout, d.server.connect_timeout, ms(100), secs(60))?,
-            query_timeout: cx.duration("server", "query_timeout", raw.server.query_timeout, d.server.query_timeout, ms(100), secs(60))?,
-            resize_timeout: cx.duration("server", "resize_timeout", raw.server.resize_timeout, d.server.resize_timeout, secs(1), secs(3600))?,
+            connect_timeout: cx.duration(
+                "server",
+                "connect_timeout",
+                raw.server.connect_timeout,
+                d.server.connect_timeout,
+                ms(100),
+                secs(60),
+            )?,
+            query_timeout: cx.duration(
+                "server",
+                "query_timeout",
+                raw.server.query_timeout,
+                d.server.query_timeout,
+                ms(100),
+                secs(60),
+            )?,
+            resize_timeout: cx.duration(
+                "server",
+                "resize_timeout",
+                raw.server.resize_timeout,
+                d.server.resize_timeout,
+                secs(1),
+                secs(3600),
+            )?,
             datadir: raw.server.datadir,
         };
         if let Some(dsn) = &server.dsn {
-            crate::server::dsn::parse_dsn(dsn).map_err(|e| cx.invalid("server", "dsn", "(not shown)", e.to_string()))?;
+            crate::server::dsn::parse_dsn(dsn)
+                .map_err(|e| cx.invalid("server", "dsn", "(not shown)", e.to_string()))?;
         }
-        let interval = cx.duration("sampler", "interval", raw.sampler.interval, d.sampler.interval, ms(100), secs(60))?;
-        let window = cx.duration("sampler", "window", raw.sampler.window, d.sampler.window, secs(1), secs(3600))?;
+        let interval = cx.duration(
+            "sampler",
+            "interval",
+            raw.sampler.interval,
+            d.sampler.interval,
+            ms(100),
+            secs(60),
+        )?;
+        let window = cx.duration(
+            "sampler",
+            "window",
+            raw.sampler.window,
+            d.sampler.window,
+            secs(1),
+            secs(3600),
+        )?;
         if window < interval * 2 {
-            return Err(cx.invalid("sampler", "window", format!("\"{}\"", humantime::format_duration(window)), format!("must be at least twice sampler.interval ({})", humantime::format_duration(interval * 2))));
+            return Err(cx.invalid(
+                "sampler",
+                "window",
+                format!("\"{}\"", humantime::format_duration(window)),
+                format!(
+                    "must be at least twice sampler.interval ({})",
+                    humantime::format_duration(interval * 2)
+                ),
+            ));
         }
         if server.query_timeout * 3 > interval.max(secs(1)) * 10 {
             // A sample is up to 3 queries; a timeout far beyond the interval would let
             // one slow server stall the loop for many ticks.
-            return Err(cx.invalid("server", "query_timeout", format!("\"{}\"", humantime::format_duration(server.query_timeout)), "must be at most 3⅓ × max(sampler.interval, 1s)"));
+            return Err(cx.invalid(
+                "server",
+                "query_timeout",
+                format!("\"{}\"", humantime::format_duration(server.query_timeout)),
+                "must be at most 3⅓ × max(sampler.interval, 1s)",
+            ));
         }
         let control = ControlConfig {
             dry_run: raw.control.dry_run.unwrap_or(d.control.dry_run),
             state_file: raw.control.state_file.unwrap_or(d.control.state_file),
-            restore_timeout: cx.duration("control", "restore_timeout", raw.control.restore_timeout, d.control.restore_timeout, secs(1), secs(300))?,
-            reconnect_budget: cx.duration("control", "reconnect_budget", raw.control.reconnect_budget, d.control.reconnect_budget, secs(1), secs(86_400))?,
-            on_server_lost: raw.control.on_server_lost.unwrap_or(d.control.on_server_lost),
-            max_sets_per_minute: cx.int("control", "max_sets_per_minute", raw.control.max_sets_per_minute, d.control.max_sets_per_minute as u64, 1, 600)? as u32,
+            restore_timeout: cx.duration(
+                "control",
+                "restore_timeout",
+                raw.control.restore_timeout,
+                d.control.restore_timeout,
+                secs(1),
+                secs(300),
+            )?,
+            reconnect_budget: cx.duration(
+                "control",
+                "reconnect_budget",
+                raw.control.reconnect_budget,
+                d.control.reconnect_budget,
+                secs(1),
+                secs(86_400),
+            )?,
+            on_server_lost: raw
+                .control
+                .on_server_lost
+                .unwrap_or(d.control.on_server_lost),
+            max_sets_per_minute: cx.int(
+                "control",
+                "max_sets_per_minute",
+                raw.control.max_sets_per_minute,
+                d.control.max_sets_per_minute as u64,
+                1,
+                600,
+            )? as u32,
         };
         let audit = AuditConfig {
             path: raw.audit.path.unwrap_or(d.audit.path),
             max_bytes: match raw.audit.max_size {
                 None => d.audit.max_bytes,
-                Some(s) => parse_size(&s).map_err(|e| cx.invalid("audit", "max_size", format!("{s:?}"), e))?,
+                Some(s) => parse_size(&s)
+                    .map_err(|e| cx.invalid("audit", "max_size", format!("{s:?}"), e))?,
             },
             keep: cx.int("audit", "keep", raw.audit.keep, d.audit.keep as u64, 1, 100)? as u32,
         };
         if audit.path.as_os_str().is_empty() {
-            return Err(cx.invalid("audit", "path", "\"\"", "a file path, or \"-\" for standard output"));
+            return Err(cx.invalid(
+                "audit",
+                "path",
+                "\"\"",
+                "a file path, or \"-\" for standard output",
+            ));
         }
 
         let mut knobs = d.knobs.clone();
         for (name, rk) in raw.knobs {
             let knob: Knob = name.parse().map_err(|e: String| ConfigError::Invalid {
                 path: path.to_string(),
-                line: locate(src, &format!("knobs.{name}"), "").or_else(|| locate(src, "knobs", &name)),
+                line: locate(src, &format!("knobs.{name}"), "")
+                    .or_else(|| locate(src, "knobs", &name)),
                 key: format!("knobs.{name}"),
                 value: "(section)".into(),
                 allowed: e,
@@ -482,10 +639,22 @@ impl Config {
                 min: cx.int(&sec, "min", rk.min, def.min, hard.0, hard.1)?,
                 max: cx.int(&sec, "max", rk.max, def.max, hard.0, hard.1)?,
                 max_step: cx.int(&sec, "max_step", rk.max_step, def.max_step, 1, u64::MAX)?,
-                min_dwell: cx.duration(&sec, "min_dwell", rk.min_dwell, def.min_dwell, Duration::ZERO, secs(86_400))?,
+                min_dwell: cx.duration(
+                    &sec,
+                    "min_dwell",
+                    rk.min_dwell,
+                    def.min_dwell,
+                    Duration::ZERO,
+                    secs(86_400),
+                )?,
             };
             if lim.min > lim.max {
-                return Err(cx.invalid(&sec, "min", lim.min, format!("must not exceed {sec}.max ({})", lim.max)));
+                return Err(cx.invalid(
+                    &sec,
+                    "min",
+                    lim.min,
+                    format!("must not exceed {sec}.max ({})", lim.max),
+                ));
             }
             knobs.insert(knob, lim);
         }
@@ -497,14 +666,57 @@ impl Config {
             enabled: w.enabled.unwrap_or(dw.enabled),
             low_pct: cx.float(s, "low_pct", w.low_pct, dw.low_pct, 0.0, 100.0)?,
             high_pct: cx.float(s, "high_pct", w.high_pct, dw.high_pct, 0.0, 150.0)?,
-            max_purge_threads: cx.int(s, "max_purge_threads", w.max_purge_threads, dw.max_purge_threads, 0, 32)?,
-            hysteresis_pct: cx.float(s, "hysteresis_pct", w.hysteresis_pct, dw.hysteresis_pct, 0.0, 20.0)?,
-            high_delay_us: cx.int(s, "high_delay_us", w.high_delay_us, dw.high_delay_us, 0, 10_000_000)?,
-            high_max_purge_lag: cx.int(s, "high_max_purge_lag", w.high_max_purge_lag, dw.high_max_purge_lag, 1, 4_294_967_295)?,
-            high_batch_size: cx.int(s, "high_batch_size", w.high_batch_size, dw.high_batch_size, 1, 5000)?,
+            max_purge_threads: cx.int(
+                s,
+                "max_purge_threads",
+                w.max_purge_threads,
+                dw.max_purge_threads,
+                0,
+                32,
+            )?,
+            hysteresis_pct: cx.float(
+                s,
+                "hysteresis_pct",
+                w.hysteresis_pct,
+                dw.hysteresis_pct,
+                0.0,
+                20.0,
+            )?,
+            high_delay_us: cx.int(
+                s,
+                "high_delay_us",
+                w.high_delay_us,
+                dw.high_delay_us,
+                0,
+                10_000_000,
+            )?,
+            high_max_purge_lag: cx.int(
+                s,
+                "high_max_purge_lag",
+                w.high_max_purge_lag,
+                dw.high_max_purge_lag,
+                1,
+                4_294_967_295,
+            )?,
+            high_batch_size: cx.int(
+                s,
+                "high_batch_size",
+                w.high_batch_size,
+                dw.high_batch_size,
+                1,
+                5000,
+            )?,
         };
         if watermark.high_pct <= watermark.low_pct + watermark.hysteresis_pct {
-            return Err(cx.invalid(s, "high_pct", watermark.high_pct, format!("must exceed low_pct + hysteresis_pct ({})", watermark.low_pct + watermark.hysteresis_pct)));
+            return Err(cx.invalid(
+                s,
+                "high_pct",
+                watermark.high_pct,
+                format!(
+                    "must exceed low_pct + hysteresis_pct ({})",
+                    watermark.low_pct + watermark.hysteresis_pct
+                ),
+            ));
         }
 
         Ok(Config {
@@ -518,7 +730,10 @@ impl Config {
     }
 
     pub fn limits(&self, knob: Knob) -> KnobLimits {
-        self.knobs.get(&knob).copied().unwrap_or_else(|| default_limits(knob))
+        self.knobs
+            .get(&knob)
+            .copied()
+            .unwrap_or_else(|| default_limits(knob))
     }
 }
 
@@ -560,25 +775,41 @@ mod tests {
     #[test]
     fn unknown_key_names_key_and_line() {
         let e = err("[sampler]\ninterval = \"1s\"\nintervall = \"2s\"\n");
-        assert!(e.contains("intervall") && e.contains("line 3"), "{e}");
+        assert!(e.contains("intervall") && e.contains("test.toml:3"), "{e}");
         let e = err("[samplr]\n");
-        assert!(e.contains("samplr") && e.contains("line 1"), "{e}");
+        assert!(e.contains("samplr") && e.contains("test.toml:1"), "{e}");
     }
 
     #[test]
     fn bad_duration_names_line() {
         let e = err("[sampler]\n\ninterval = \"1 fortnight-ish\"\n");
-        assert!(e.contains("line 3"), "{e}");
+        assert!(
+            e.contains("test.toml:3")
+                && e.contains("`sampler.interval`")
+                && e.contains("\"500ms\""),
+            "{e}"
+        );
         let e = err("[sampler]\ninterval = 5\n");
-        assert!(e.contains("line 2"), "{e}");
+        assert!(
+            e.contains("test.toml:2") && e.contains("sampler.interval"),
+            "{e}"
+        );
     }
 
     #[test]
     fn out_of_range_names_key_line_and_range() {
         let e = err("[control]\n# c\nmax_sets_per_minute = 0\n");
-        assert!(e.contains("test.toml:3") && e.contains("control.max_sets_per_minute") && e.contains("from 1 to 600"), "{e}");
+        assert!(
+            e.contains("test.toml:3")
+                && e.contains("control.max_sets_per_minute")
+                && e.contains("from 1 to 600"),
+            "{e}"
+        );
         let e = err("[sampler]\ninterval = \"10ms\"\n");
-        assert!(e.contains(":2") && e.contains("sampler.interval") && e.contains("100ms"), "{e}");
+        assert!(
+            e.contains(":2") && e.contains("sampler.interval") && e.contains("100ms"),
+            "{e}"
+        );
         let e = err("[knobs.innodb_purge_threads]\nmin = 4\nmax = 2\n");
         assert!(e.contains(":2") && e.contains("must not exceed"), "{e}");
         let e = err("[knobs.innodb_purge_threads]\nmax = 64\n");
@@ -588,7 +819,10 @@ mod tests {
         let e = err("[policy.watermark]\nlow_pct = 50\nhigh_pct = 40\n");
         assert!(e.contains(":3") && e.contains("high_pct"), "{e}");
         let e = err("[knobs]\ninnodb_io_capacity = { max = -5 }\n");
-        assert!(e.contains(":2") && e.contains("knobs.innodb_io_capacity.max"), "{e}");
+        assert!(
+            e.contains(":2") && e.contains("knobs.innodb_io_capacity.max"),
+            "{e}"
+        );
     }
 
     #[test]

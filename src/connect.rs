@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use crate::config::Config;
-use crate::server::dsn::{parse_dsn, read_defaults_file, read_password_file, ConnectTarget, DsnError};
+use crate::server::dsn::{
+    parse_dsn, read_defaults_file, read_password_file, ConnectTarget, DsnError,
+};
 use crate::server::mysql::{LiveOptions, LiveServer};
 
 /// Environment variable holding the password (never printed).
@@ -71,16 +73,28 @@ mod tests {
         let mut f = std::fs::File::create(&cnf).unwrap();
         writeln!(f, "[client]\nuser=cnfuser\npassword=from-cnf\nport=3399").unwrap();
 
-        assert!(matches!(resolve_target(None, None, None, &cfg), Err(DsnError::Missing)));
+        assert!(matches!(
+            resolve_target(None, None, None, &cfg),
+            Err(DsnError::Missing)
+        ));
         let t = resolve_target(None, Some(&cnf), None, &cfg).unwrap();
-        assert_eq!((t.user.as_str(), t.port, t.password()), ("cnfuser", 3399, Some("from-cnf")));
+        assert_eq!(
+            (t.user.as_str(), t.port, t.password()),
+            ("cnfuser", 3399, Some("from-cnf"))
+        );
 
         cfg.server.password_file = Some(pwf.clone());
         let t = resolve_target(Some("mysql://u@h"), Some(&cnf), None, &cfg).unwrap();
         assert_eq!(t.password(), Some("from-file"));
         let t = resolve_target(Some("mysql://u@h"), None, Some("from-env".into()), &cfg).unwrap();
         assert_eq!(t.password(), Some("from-env"));
-        let t = resolve_target(Some("mysql://u:in-dsn@h"), None, Some("from-env".into()), &cfg).unwrap();
+        let t = resolve_target(
+            Some("mysql://u:in-dsn@h"),
+            None,
+            Some("from-env".into()),
+            &cfg,
+        )
+        .unwrap();
         assert_eq!(t.password(), Some("in-dsn"));
 
         cfg.server.password_file = Some(dir.path().join("missing"));

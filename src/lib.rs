@@ -13,11 +13,18 @@
 //!   credentials ([`server::dsn`]), the live sqlx connection ([`server::mysql`]).
 //! - [`sample`]: [`sample::Sample`] parsing and [`sample::Signals`] derived over a window.
 //! - [`connect`]: resolves DSN, config and environment into a live server handle.
+//! - [`policy`]: pure policies (signals → proposals) and the [`policy::arbiter`].
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
 
+pub mod actuator;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod connect;
+pub mod control;
+pub mod guard;
+pub mod policy;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod state;

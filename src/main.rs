@@ -8,21 +8,26 @@ use anyhow::Context;
 use clap::Parser;
 use tokio::time::MissedTickBehavior;
 
+use innopilot::audit::{AuditLog, Mode};
 use innopilot::cli::{Cli, Command, LogFormat};
 use innopilot::config::{Config, ConfigError};
 use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
+use innopilot::control::{recover, release_path, ControlError, Controller, RunOptions};
 use innopilot::report;
 use innopilot::sample::SignalWindow;
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
 use innopilot::server::{Capabilities, Server, ServerError};
+use innopilot::state::StateStore;
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("innopilot=info,warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: journald and log files get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -37,6 +42,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if let Some(ServerError::Denied { .. }) = cause.downcast_ref::<ServerError>() {
             return 3;
+        }
+        if let Some(c) = cause.downcast_ref::<ControlError>() {
+            return c.exit_code();
         }
     }
     1
@@ -68,7 +76,10 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     tokio::time::sleep(config.sampler.interval).await;
     let signals = window.push(server.sample().await?);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report::status_json(&caps, &signals))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::status_json(&caps, &signals))?
+        );
     } else {
         print!("{}", report::status_text(&caps, &signals));
     }
@@ -137,6 +148,143 @@ async fn watch(
     }
 }
 
+/// Resolves on SIGTERM or SIGINT, with the signal's name.
+async fn shutdown_signal() -> String {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT".into();
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM".into(),
+        _ = tokio::signal::ctrl_c() => "SIGINT".into(),
+    }
+}
+
+async fn run_controller(
+    cli: &Cli,
+    mut config: Config,
+    dry_run: bool,
+    audit_path: Option<&std::path::Path>,
+    state_file: Option<&std::path::Path>,
+    interval: Option<Duration>,
+) -> anyhow::Result<()> {
+    let dry_run = dry_run || config.control.dry_run;
+    if let Some(p) = audit_path {
+        config.audit.path = p.to_path_buf();
+    }
+    if let Some(p) = state_file {
+        config.control.state_file = p.to_path_buf();
+    }
+    if let Some(i) = interval {
+        config.sampler.interval = i;
+    }
+    let server = server_from(cli, &config)?;
+    let target = server.target().to_string();
+    let audit = match AuditLog::open(&config.audit) {
+        Ok(a) => a,
+        Err(e) if dry_run => {
+            tracing::warn!("dry-run continues without an audit log: {e}");
+            AuditLog::discard()
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(
+                "live mode keeps an audit trail of every change: fix audit.path (or pass --audit FILE, or --audit - for standard output)",
+            ))
+        }
+    };
+    let opts = RunOptions {
+        dry_run,
+        config_path: cli.global.config.as_ref().map(|p| p.display().to_string()),
+        target,
+    };
+    let mut ctl = Controller::start(server, config, opts, audit).await?;
+    tracing::info!(dry_run, "innopilot running");
+    match ctl.run(shutdown_signal()).await {
+        Ok(reason) => {
+            let restored = ctl.shutdown(&reason).await;
+            if !restored {
+                anyhow::bail!("stopped on {reason}, but the baseline could not be fully restored (see the audit log); `innopilot restore` retries");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            ctl.shutdown(&e.to_string()).await;
+            Err(e.into())
+        }
+    }
+}
+
+fn release(
+    config: &Config,
+    knob: innopilot::server::Knob,
+    state_file: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let state = state_file.unwrap_or(&config.control.state_file);
+    let path = release_path(state);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot write the release request {}", path.display()))?;
+    writeln!(f, "{}", knob.var_name())?;
+    println!("asked the innopilot using {} to take {knob} back at its next tick (see the audit log for `released`)", state.display());
+    Ok(())
+}
+
+async fn restore(
+    cli: &Cli,
+    config: &Config,
+    state_file: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let store = StateStore::new(
+        state_file
+            .unwrap_or(&config.control.state_file)
+            .to_path_buf(),
+    );
+    let saved = match store.load()? {
+        None => {
+            println!(
+                "no state file at {}: nothing to restore",
+                store.path().display()
+            );
+            return Ok(());
+        }
+        Some(s) if s.clean => {
+            println!(
+                "{}: the last run finished cleanly; nothing to restore",
+                store.path().display()
+            );
+            return Ok(());
+        }
+        Some(s) => s,
+    };
+    let mut server = server_from(cli, config)?;
+    let target = server.target().to_string();
+    server.probe().await?;
+    let mut audit = AuditLog::open(&config.audit).unwrap_or_else(|e| {
+        tracing::warn!("restoring without an audit log: {e}");
+        AuditLog::discard()
+    });
+    let all = recover(&mut server, &saved, &target, &mut audit, Mode::Live).await?;
+    if !all {
+        anyhow::bail!(
+            "some knobs could not be restored (see the audit log); the state file was kept"
+        );
+    }
+    let mut done = saved.clone();
+    done.clean = true;
+    done.last_set.clear();
+    store.save(&done)?;
+    println!("baseline restored from {}", store.path().display());
+    Ok(())
+}
+
 fn check_config(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
     let source = cli
@@ -157,7 +305,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load_config(&cli)?;
             status(&cli, &config, *json).await
         }
-        Command::Watch { json, interval, count } => {
+        Command::Run {
+            dry_run,
+            audit,
+            state_file,
+            interval,
+        } => {
+            let config = load_config(&cli)?;
+            run_controller(
+                &cli,
+                config,
+                *dry_run,
+                audit.as_deref(),
+                state_file.as_deref(),
+                *interval,
+            )
+            .await
+        }
+        Command::Release { knob, state_file } => {
+            let config = load_config(&cli)?;
+            release(&config, *knob, state_file.as_deref())
+        }
+        Command::Restore { state_file } => {
+            let config = load_config(&cli)?;
+            restore(&cli, &config, state_file.as_deref()).await
+        }
+        Command::Watch {
+            json,
+            interval,
+            count,
+        } => {
             let config = load_config(&cli)?;
             watch(&cli, &config, *json, *interval, *count)
                 .await
@@ -169,7 +346,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.global.log_format);
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("innopilot: cannot start the async runtime: {e}");

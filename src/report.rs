@@ -4,8 +4,8 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::server::{Capabilities, Dynamic, Knob};
 use crate::sample::Signals;
+use crate::server::{Capabilities, Dynamic, Knob};
 
 /// One signal for display.
 #[derive(Debug, Clone, Serialize)]
@@ -32,38 +32,190 @@ pub fn signal_rows(s: &Signals) -> Vec<SignalRow> {
     let x = &s.sample;
     let pct = |v: Option<f64>| num(v.map(|f| f * 100.0));
     let trx = x.oldest_trx.as_ref();
-    let row = |key, value, unit, help| SignalRow { key, value, unit, help };
+    let row = |key, value, unit, help| SignalRow {
+        key,
+        value,
+        unit,
+        help,
+    };
     vec![
-        row("history_len", int(s.history_len), "records", "undo records not yet purged (History list length)"),
-        row("history_rate", num(s.history_rate), "records/s", "history derivative, least-squares over the window"),
-        row("redo_fill", pct(s.redo_fill), "%", "checkpoint age / the point where InnoDB flushes synchronously"),
-        row("redo_fill_trend", pct(s.redo_fill_trend), "%/s", "slope of redo fill over the window"),
-        row("redo_checkpoint_age", int(x.redo.checkpoint_age), "bytes", "LSN − last checkpoint LSN"),
-        row("redo_async_point", int(x.redo.async_point), "bytes", "checkpoint age where flushing ahead starts"),
-        row("redo_sync_point", int(x.redo.sync_point), "bytes", "checkpoint age where users wait for flushing"),
-        row("redo_capacity", int(x.redo.capacity), "bytes", "configured redo size"),
-        row("lsn_rate", num(s.lsn_rate), "bytes/s", "redo written per second"),
-        row("dirty_pages", int(x.dirty_pages), "pages", "modified pages in the buffer pool"),
-        row("total_pages", int(x.total_pages), "pages", "buffer pool size"),
-        row("dirty_fraction", pct(s.dirty_fraction), "%", "dirty / total pages"),
-        row("pages_flushed_rate", num(s.pages_flushed_rate), "pages/s", "pages written by flushing"),
-        row("rows_inserted_rate", num(s.rows_inserted_rate), "rows/s", "InnoDB rows inserted"),
-        row("rows_updated_rate", num(s.rows_updated_rate), "rows/s", "InnoDB rows updated"),
-        row("rows_deleted_rate", num(s.rows_deleted_rate), "rows/s", "InnoDB rows deleted"),
+        row(
+            "history_len",
+            int(s.history_len),
+            "records",
+            "undo records not yet purged (History list length)",
+        ),
+        row(
+            "history_rate",
+            num(s.history_rate),
+            "records/s",
+            "history derivative, least-squares over the window",
+        ),
+        row(
+            "redo_fill",
+            pct(s.redo_fill),
+            "%",
+            "checkpoint age / the point where InnoDB flushes synchronously",
+        ),
+        row(
+            "redo_fill_trend",
+            pct(s.redo_fill_trend),
+            "%/s",
+            "slope of redo fill over the window",
+        ),
+        row(
+            "redo_checkpoint_age",
+            int(x.redo.checkpoint_age),
+            "bytes",
+            "LSN − last checkpoint LSN",
+        ),
+        row(
+            "redo_async_point",
+            int(x.redo.async_point),
+            "bytes",
+            "checkpoint age where flushing ahead starts",
+        ),
+        row(
+            "redo_sync_point",
+            int(x.redo.sync_point),
+            "bytes",
+            "checkpoint age where users wait for flushing",
+        ),
+        row(
+            "redo_capacity",
+            int(x.redo.capacity),
+            "bytes",
+            "configured redo size",
+        ),
+        row(
+            "lsn_rate",
+            num(s.lsn_rate),
+            "bytes/s",
+            "redo written per second",
+        ),
+        row(
+            "dirty_pages",
+            int(x.dirty_pages),
+            "pages",
+            "modified pages in the buffer pool",
+        ),
+        row(
+            "total_pages",
+            int(x.total_pages),
+            "pages",
+            "buffer pool size",
+        ),
+        row(
+            "dirty_fraction",
+            pct(s.dirty_fraction),
+            "%",
+            "dirty / total pages",
+        ),
+        row(
+            "pages_flushed_rate",
+            num(s.pages_flushed_rate),
+            "pages/s",
+            "pages written by flushing",
+        ),
+        row(
+            "rows_inserted_rate",
+            num(s.rows_inserted_rate),
+            "rows/s",
+            "InnoDB rows inserted",
+        ),
+        row(
+            "rows_updated_rate",
+            num(s.rows_updated_rate),
+            "rows/s",
+            "InnoDB rows updated",
+        ),
+        row(
+            "rows_deleted_rate",
+            num(s.rows_deleted_rate),
+            "rows/s",
+            "InnoDB rows deleted",
+        ),
         row("commit_rate", num(s.commit_rate), "commits/s", "Com_commit"),
-        row("threads_running", int(x.threads_running), "threads", "Threads_running"),
-        row("active_trx", json!(trx.and_then(|t| t.active_count).unwrap_or(0)), "transactions", "active InnoDB transactions"),
-        row("oldest_trx_age", int(trx.map(|t| t.age_s)), "s", "age of the oldest active transaction"),
-        row("oldest_trx_id", trx.map(|t| json!(t.trx_id)).unwrap_or(Value::Null), "", "its InnoDB transaction id"),
-        row("oldest_trx_thread", int(trx.and_then(|t| t.thread_id)), "", "its connection id (KILL takes it)"),
-        row("oldest_trx_account", trx.map(|t| json!(format!("{}@{}", t.user.as_deref().unwrap_or("?"), t.host.as_deref().unwrap_or("?")))).unwrap_or(Value::Null), "", "its user@host"),
-        row("oldest_trx_read_view", trx.map(|t| json!(t.holds_read_view)).unwrap_or(Value::Null), "", "whether it (probably) holds a read view that blocks purge"),
-        row("undo_bytes", int(x.undo_bytes), "bytes", "undo tablespace size (null: not visible from here)"),
-        row("undo_truncations", int(x.undo_truncations), "count", "undo truncations since start"),
-        row("replica_lag", int(x.replica_lag_s), "s", "seconds behind the source (null: not a replica, or unknown)"),
+        row(
+            "threads_running",
+            int(x.threads_running),
+            "threads",
+            "Threads_running",
+        ),
+        row(
+            "active_trx",
+            json!(trx.and_then(|t| t.active_count).unwrap_or(0)),
+            "transactions",
+            "active InnoDB transactions",
+        ),
+        row(
+            "oldest_trx_age",
+            int(trx.map(|t| t.age_s)),
+            "s",
+            "age of the oldest active transaction",
+        ),
+        row(
+            "oldest_trx_id",
+            trx.map(|t| json!(t.trx_id)).unwrap_or(Value::Null),
+            "",
+            "its InnoDB transaction id",
+        ),
+        row(
+            "oldest_trx_thread",
+            int(trx.and_then(|t| t.thread_id)),
+            "",
+            "its connection id (KILL takes it)",
+        ),
+        row(
+            "oldest_trx_account",
+            trx.map(|t| {
+                json!(format!(
+                    "{}@{}",
+                    t.user.as_deref().unwrap_or("?"),
+                    t.host.as_deref().unwrap_or("?")
+                ))
+            })
+            .unwrap_or(Value::Null),
+            "",
+            "its user@host",
+        ),
+        row(
+            "oldest_trx_read_view",
+            trx.map(|t| json!(t.holds_read_view)).unwrap_or(Value::Null),
+            "",
+            "whether it (probably) holds a read view that blocks purge",
+        ),
+        row(
+            "undo_bytes",
+            int(x.undo_bytes),
+            "bytes",
+            "undo tablespace size (null: not visible from here)",
+        ),
+        row(
+            "undo_truncations",
+            int(x.undo_truncations),
+            "count",
+            "undo truncations since start",
+        ),
+        row(
+            "replica_lag",
+            int(x.replica_lag_s),
+            "s",
+            "seconds behind the source (null: not a replica, or unknown)",
+        ),
         row("uptime", int(x.uptime_s), "s", "server uptime"),
-        row("sample_duration", num(Some(x.duration_ms)), "ms", "time the sample took"),
-        row("round_trips", json!(x.round_trips), "", "queries the sample cost"),
+        row(
+            "sample_duration",
+            num(Some(x.duration_ms)),
+            "ms",
+            "time the sample took",
+        ),
+        row(
+            "round_trips",
+            json!(x.round_trips),
+            "",
+            "queries the sample cost",
+        ),
     ]
 }
 
@@ -114,7 +266,13 @@ fn show(key: &str, v: &Value) -> String {
         Value::Null if key.starts_with("oldest_trx") => "none".into(),
         Value::Null => "unknown".into(),
         Value::String(s) => s.clone(),
-        Value::Bool(b) => if *b { "yes".into() } else { "no".into() },
+        Value::Bool(b) => {
+            if *b {
+                "yes".into()
+            } else {
+                "no".into()
+            }
+        }
         other => other.to_string(),
     }
 }
@@ -129,13 +287,29 @@ pub fn status_text(caps: &Capabilities, s: &Signals) -> String {
         id.version,
         id.version_string,
         caps.account,
-        if caps.can_set_global { "allowed" } else { "not allowed (dry-run only)" }
+        if caps.can_set_global {
+            "allowed"
+        } else {
+            "not allowed (dry-run only)"
+        }
     ));
-    out.push_str(&format!("{:<22} {:>16}  {:<12} {}\n", "SIGNAL", "VALUE", "UNIT", "MEANING"));
+    out.push_str(&format!(
+        "{:<22} {:>16}  {:<12} {}\n",
+        "SIGNAL", "VALUE", "UNIT", "MEANING"
+    ));
     for r in signal_rows(s) {
-        out.push_str(&format!("{:<22} {:>16}  {:<12} {}\n", r.key, show(r.key, &r.value), r.unit, r.help));
+        out.push_str(&format!(
+            "{:<22} {:>16}  {:<12} {}\n",
+            r.key,
+            show(r.key, &r.value),
+            r.unit,
+            r.help
+        ));
     }
-    out.push_str(&format!("\n{:<28} {:>14}  {:<16} {:<10} {}\n", "KNOB", "VALUE", "UNIT", "DYNAMIC", "WHY"));
+    out.push_str(&format!(
+        "\n{:<28} {:>14}  {:<16} {:<10} {}\n",
+        "KNOB", "VALUE", "UNIT", "DYNAMIC", "WHY"
+    ));
     for knob in Knob::ALL {
         let cap = caps.knob(knob);
         let dynamic = match cap {
@@ -150,14 +324,21 @@ pub fn status_text(caps: &Capabilities, s: &Signals) -> String {
         out.push_str(&format!(
             "{:<28} {:>14}  {:<16} {:<10} {}\n",
             knob.var_name(),
-            s.sample.knobs.get(&knob).map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+            s.sample
+                .knobs
+                .get(&knob)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into()),
             knob.unit(),
             dynamic,
             cap.map(|c| c.note.as_str()).unwrap_or(""),
         ));
     }
     if !s.sample.unparsed.is_empty() {
-        out.push_str(&format!("\nvalues not understood: {}\n", s.sample.unparsed.join("; ")));
+        out.push_str(&format!(
+            "\nvalues not understood: {}\n",
+            s.sample.unparsed.join("; ")
+        ));
     }
     out
 }
@@ -166,14 +347,25 @@ pub fn status_text(caps: &Capabilities, s: &Signals) -> String {
 pub fn watch_header() -> String {
     format!(
         "{:<8} {:>10} {:>11} {:>7} {:>8} {:>11} {:>9} {:>9} {:>7} {:>7} {:>6}",
-        "time", "history", "hist/s", "redo%", "redo%/s", "lsn B/s", "dml/s", "flush/s", "dirty%", "oldest", "lag"
+        "time",
+        "history",
+        "hist/s",
+        "redo%",
+        "redo%/s",
+        "lsn B/s",
+        "dml/s",
+        "flush/s",
+        "dirty%",
+        "oldest",
+        "lag"
     )
 }
 
 /// One `watch` line.
 pub fn watch_line(s: &Signals) -> String {
     let f = |v: Option<f64>, scale: f64, prec: usize| {
-        v.map(|x| format!("{:.*}", prec, x * scale)).unwrap_or_else(|| "-".into())
+        v.map(|x| format!("{:.*}", prec, x * scale))
+            .unwrap_or_else(|| "-".into())
     };
     let secs = (s.sample.unix_ms / 1000) % 86_400;
     let mark = if s.window_reset { " (new window)" } else { "" };
@@ -182,7 +374,9 @@ pub fn watch_line(s: &Signals) -> String {
         secs / 3600,
         (secs / 60) % 60,
         secs % 60,
-        s.history_len.map(|h| h.to_string()).unwrap_or_else(|| "-".into()),
+        s.history_len
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| "-".into()),
         f(s.history_rate, 1.0, 0),
         f(s.redo_fill, 100.0, 1),
         f(s.redo_fill_trend, 100.0, 2),
@@ -190,8 +384,15 @@ pub fn watch_line(s: &Signals) -> String {
         f(s.dml_rate, 1.0, 0),
         f(s.pages_flushed_rate, 1.0, 0),
         f(s.dirty_fraction, 100.0, 1),
-        s.sample.oldest_trx.as_ref().map(|t| format!("{}s", t.age_s)).unwrap_or_else(|| "-".into()),
-        s.sample.replica_lag_s.map(|l| format!("{l}s")).unwrap_or_else(|| "-".into()),
+        s.sample
+            .oldest_trx
+            .as_ref()
+            .map(|t| format!("{}s", t.age_s))
+            .unwrap_or_else(|| "-".into()),
+        s.sample
+            .replica_lag_s
+            .map(|l| format!("{l}s"))
+            .unwrap_or_else(|| "-".into()),
         mark
     )
 }
@@ -218,5 +419,8 @@ pub fn watch_json(s: &Signals) -> Value {
 
 /// Units of the `watch --json` signal keys (printed by `--help`-level docs).
 pub fn signal_units() -> Vec<(&'static str, &'static str)> {
-    signal_rows(&Signals::default()).into_iter().map(|r| (r.key, r.unit)).collect()
+    signal_rows(&Signals::default())
+        .into_iter()
+        .map(|r| (r.key, r.unit))
+        .collect()
 }

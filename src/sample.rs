@@ -263,7 +263,9 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
             let files = rows
                 .variable("innodb_log_files_in_group", &mut u)
                 .unwrap_or(2);
-            let cap = knobs.get(&Knob::LogFileSize).map(|f| f.saturating_mul(files));
+            let cap = knobs
+                .get(&Knob::LogFileSize)
+                .map(|f| f.saturating_mul(files));
             let sync = rows
                 .metric("log_max_modified_age_sync", &mut u)
                 .filter(|v| *v > 0)
@@ -592,7 +594,11 @@ mod tests {
         let r = rows(&[
             (Status, "Innodb_history_list_length", Some("")),
             (Status, "Innodb_checkpoint_age", Some("-5")),
-            (Status, "Innodb_checkpoint_max_age", Some("99999999999999999999999")),
+            (
+                Status,
+                "Innodb_checkpoint_max_age",
+                Some("99999999999999999999999"),
+            ),
             (Status, "Uptime", None),
             (Status, "Threads_running", Some("12abc")),
             (Variable, "innodb_io_capacity", Some("1e9")),

@@ -345,14 +345,23 @@ mod tests {
     #[test]
     fn parses_the_common_forms() {
         let t = parse_dsn("mysql://innopilot:s3cret@db1:3307/").unwrap();
-        assert_eq!((t.user.as_str(), t.host.as_str(), t.port), ("innopilot", "db1", 3307));
+        assert_eq!(
+            (t.user.as_str(), t.host.as_str(), t.port),
+            ("innopilot", "db1", 3307)
+        );
         assert_eq!(t.password(), Some("s3cret"));
         let t = parse_dsn("mysql://root@127.0.0.1").unwrap();
         assert_eq!((t.port, t.password()), (3306, None));
         let t = parse_dsn("mysql://u@localhost?socket=/run/mysqld/mysqld.sock").unwrap();
-        assert_eq!(t.socket.as_deref(), Some(Path::new("/run/mysqld/mysqld.sock")));
+        assert_eq!(
+            t.socket.as_deref(),
+            Some(Path::new("/run/mysqld/mysqld.sock"))
+        );
         let t = parse_dsn("mariadb://u:p%40ss@[::1]:3310/?ssl-mode=required").unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.password()), ("::1", 3310, Some("p@ss")));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.password()),
+            ("::1", 3310, Some("p@ss"))
+        );
         assert_eq!(t.ssl_mode, SslMode::Required);
     }
 
@@ -371,7 +380,10 @@ mod tests {
         }
         let t = parse_dsn("mysql://u:topsecret@h").unwrap();
         assert!(!format!("{t} {t:?}").contains("topsecret"));
-        assert_eq!(t.redact("Access denied (using password topsecret)"), "Access denied (using password ***)");
+        assert_eq!(
+            t.redact("Access denied (using password topsecret)"),
+            "Access denied (using password ***)"
+        );
     }
 
     #[test]
@@ -392,7 +404,9 @@ mod tests {
         assert_eq!(d.user.as_deref(), Some("innopilot"));
         assert_eq!(d.password.as_deref(), Some("pw"));
         assert_eq!(d.port, Some(3307));
-        assert!(parse_defaults("[client]\nport=abc").unwrap_err().contains("line 2"));
+        assert!(parse_defaults("[client]\nport=abc")
+            .unwrap_err()
+            .contains("line 2"));
     }
 
     #[test]

@@ -399,11 +399,20 @@ mod tests {
         assert_eq!(m.flavor, Flavor::MariaDb);
         assert_eq!(m.version, Version::new(10, 11, 19));
         let m = id("5.5.5-10.6.16-MariaDB-log", "");
-        assert_eq!((m.flavor, m.version), (Flavor::MariaDb, Version::new(10, 6, 16)));
+        assert_eq!(
+            (m.flavor, m.version),
+            (Flavor::MariaDb, Version::new(10, 6, 16))
+        );
         let o = id("8.4.3", "MySQL Community Server - GPL");
-        assert_eq!((o.flavor, o.version), (Flavor::MySql, Version::new(8, 4, 3)));
+        assert_eq!(
+            (o.flavor, o.version),
+            (Flavor::MySql, Version::new(8, 4, 3))
+        );
         let p = id("8.0.36-28", "Percona Server (GPL), Release 28");
-        assert_eq!((p.flavor, p.version), (Flavor::MySql, Version::new(8, 0, 36)));
+        assert_eq!(
+            (p.flavor, p.version),
+            (Flavor::MySql, Version::new(8, 0, 36))
+        );
         assert!(ServerIdentity::parse("garbage", "").is_err());
         assert!(ServerIdentity::parse("", "").is_err());
     }
@@ -478,6 +487,9 @@ mod tests {
         let m = id("10.11.6-MariaDB", "");
         assert_eq!(table_dynamic(&m, Knob::PurgeThreads).0, Dynamic::Yes);
         assert_eq!(table_dynamic(&m, Knob::LogFileSize).0, Dynamic::Yes);
-        assert_eq!(table_dynamic(&id("10.8.8-MariaDB", ""), Knob::LogFileSize).0, Dynamic::No);
+        assert_eq!(
+            table_dynamic(&id("10.8.8-MariaDB", ""), Knob::LogFileSize).0,
+            Dynamic::No
+        );
     }
 }

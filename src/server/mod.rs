@@ -117,7 +117,10 @@ impl std::str::FromStr for Knob {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Knob::from_var_name(s).ok_or_else(|| {
             let names: Vec<&str> = Knob::ALL.iter().map(|k| k.var_name()).collect();
-            format!("`{s}` is not a knob innopilot manages; one of: {}", names.join(", "))
+            format!(
+                "`{s}` is not a knob innopilot manages; one of: {}",
+                names.join(", ")
+            )
         })
     }
 }

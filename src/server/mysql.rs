@@ -145,13 +145,19 @@ type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Sen
 
 /// `fetch_all` through the `Executor` trait: `raw_sql(..).fetch_all(..)` held across
 /// an `await` in a `Send` future trips the compiler's "Executor is not general enough".
-fn fetch_all<'a>(conn: &'a mut MySqlConnection, sql: &'a str) -> BoxFut<'a, Result<Vec<MySqlRow>, sqlx::Error>> {
+fn fetch_all<'a>(
+    conn: &'a mut MySqlConnection,
+    sql: &'a str,
+) -> BoxFut<'a, Result<Vec<MySqlRow>, sqlx::Error>> {
     // A `&str` with no arguments runs over the text protocol (COM_QUERY), like
     // `raw_sql`, and `Executor` methods return a concrete boxed future.
     sqlx::Executor::fetch_all(conn, sql)
 }
 
-fn execute<'a>(conn: &'a mut MySqlConnection, sql: &'a str) -> BoxFut<'a, Result<sqlx::mysql::MySqlQueryResult, sqlx::Error>> {
+fn execute<'a>(
+    conn: &'a mut MySqlConnection,
+    sql: &'a str,
+) -> BoxFut<'a, Result<sqlx::mysql::MySqlQueryResult, sqlx::Error>> {
     sqlx::Executor::execute(conn, sql)
 }
 
@@ -248,7 +254,9 @@ impl LiveServer {
                     }
                 }
                 // Server gone away / lost during query.
-                Some("08S01") | Some("HY000") if message.contains("gone away") || message.contains("Lost connection") => {
+                Some("08S01") | Some("HY000")
+                    if message.contains("gone away") || message.contains("Lost connection") =>
+                {
                     ServerError::Lost { what, message }
                 }
                 _ => ServerError::Query { what, message },
@@ -299,11 +307,7 @@ impl LiveServer {
                 (secs * 1000.0).round() as u64
             ),
         ] {
-            let _ = tokio::time::timeout(
-                self.opts.query_timeout,
-                execute(&mut conn, &sql),
-            )
-            .await;
+            let _ = tokio::time::timeout(self.opts.query_timeout, execute(&mut conn, &sql)).await;
         }
         Ok(conn)
     }
@@ -336,7 +340,10 @@ impl LiveServer {
         })
     }
 
-    async fn read_knob_meta(&mut self, id: &ServerIdentity) -> Result<Vec<VariableMeta>, ServerError> {
+    async fn read_knob_meta(
+        &mut self,
+        id: &ServerIdentity,
+    ) -> Result<Vec<VariableMeta>, ServerError> {
         let names = quoted_list(Knob::ALL.iter().map(|k| k.var_name()));
         match id.flavor {
             Flavor::MariaDb => {
@@ -344,7 +351,12 @@ impl LiveServer {
                     "SELECT VARIABLE_NAME, GLOBAL_VALUE, READ_ONLY, CAST(NUMERIC_MIN_VALUE AS CHAR), CAST(NUMERIC_MAX_VALUE AS CHAR) \
                      FROM information_schema.SYSTEM_VARIABLES WHERE VARIABLE_NAME IN ({names})"
                 );
-                let rows = self.fetch("reading knob metadata (information_schema.SYSTEM_VARIABLES)", &sql).await?;
+                let rows = self
+                    .fetch(
+                        "reading knob metadata (information_schema.SYSTEM_VARIABLES)",
+                        &sql,
+                    )
+                    .await?;
                 Ok(rows
                     .iter()
                     .filter_map(|r| {
@@ -364,13 +376,17 @@ impl LiveServer {
                      FROM performance_schema.global_variables v LEFT JOIN performance_schema.variables_info i ON i.VARIABLE_NAME = v.VARIABLE_NAME \
                      WHERE v.VARIABLE_NAME IN ({names})"
                 );
-                let rows = match self.fetch("reading knob metadata (performance_schema)", &with_range).await {
+                let rows = match self
+                    .fetch("reading knob metadata (performance_schema)", &with_range)
+                    .await
+                {
                     Ok(rows) => rows,
                     Err(e) if e.is_connection_lost() => return Err(e),
                     // MySQL 5.7 has no variables_info: values without ranges.
                     Err(_) => {
                         let sql = format!("SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})");
-                        self.fetch("reading knob metadata (SHOW GLOBAL VARIABLES)", &sql).await?
+                        self.fetch("reading knob metadata (SHOW GLOBAL VARIABLES)", &sql)
+                            .await?
                     }
                 };
                 Ok(rows
@@ -389,22 +405,38 @@ impl LiveServer {
         }
     }
 
-    fn local_undo_files(&self, datadir: Option<&str>, undo_dir: Option<&str>, undo_spaces: u64) -> UndoSource {
-        let base = match self.opts.datadir.clone().or_else(|| datadir.map(PathBuf::from)) {
+    fn local_undo_files(
+        &self,
+        datadir: Option<&str>,
+        undo_dir: Option<&str>,
+        undo_spaces: u64,
+    ) -> UndoSource {
+        let base = match self
+            .opts
+            .datadir
+            .clone()
+            .or_else(|| datadir.map(PathBuf::from))
+        {
             Some(b) if b.is_dir() => b,
             _ => return UndoSource::Unknown,
         };
         let dir = match undo_dir {
             Some(d) if !d.is_empty() && d != "./" && d != "." => {
                 let p = PathBuf::from(d);
-                if p.is_absolute() { p } else { base.join(p) }
+                if p.is_absolute() {
+                    p
+                } else {
+                    base.join(p)
+                }
             }
             _ => base.clone(),
         };
         let paths: Vec<PathBuf> = if undo_spaces == 0 {
             vec![base.join("ibdata1")]
         } else {
-            (1..=undo_spaces).map(|i| dir.join(format!("undo{i:03}"))).collect()
+            (1..=undo_spaces)
+                .map(|i| dir.join(format!("undo{i:03}")))
+                .collect()
         };
         if paths.iter().all(|p| p.is_file()) {
             UndoSource::LocalFiles { paths }
@@ -427,13 +459,20 @@ impl LiveServer {
     }
 
     async fn read_oldest_trx(&mut self) -> Result<Option<TrxInfo>, ServerError> {
-        let rows = self.fetch("reading the oldest transaction (information_schema.INNODB_TRX)", OLDEST_TRX_SQL).await?;
+        let rows = self
+            .fetch(
+                "reading the oldest transaction (information_schema.INNODB_TRX)",
+                OLDEST_TRX_SQL,
+            )
+            .await?;
         Ok(rows.first().map(|r| {
             let isolation = col(r, 4);
             let command = col(r, 7);
             TrxInfo {
                 trx_id: col(r, 0).unwrap_or_default(),
-                thread_id: col(r, 1).and_then(|v| parse_u64(&v).ok()).filter(|t| *t > 0),
+                thread_id: col(r, 1)
+                    .and_then(|v| parse_u64(&v).ok())
+                    .filter(|t| *t > 0),
                 age_s: col(r, 2).and_then(|v| parse_u64(&v).ok()).unwrap_or(0),
                 state: col(r, 3),
                 holds_read_view: holds_read_view(isolation.as_deref(), command.as_deref()),
@@ -459,7 +498,10 @@ impl Server for LiveServer {
             what: "SELECT @@version",
             detail: "no row".into(),
         })?;
-        let identity = ServerIdentity::parse(&col(r, 0).unwrap_or_default(), &col(r, 1).unwrap_or_default())?;
+        let identity = ServerIdentity::parse(
+            &col(r, 0).unwrap_or_default(),
+            &col(r, 1).unwrap_or_default(),
+        )?;
         let account = col(r, 2).unwrap_or_default();
         let datadir = col(r, 3);
         let undo_dir = col(r, 4);
@@ -480,7 +522,10 @@ impl Server for LiveServer {
         });
 
         let replica_sql = replica_statement(&identity);
-        let replica = match self.fetch("checking replication (SHOW REPLICA STATUS)", replica_sql).await {
+        let replica = match self
+            .fetch("checking replication (SHOW REPLICA STATUS)", replica_sql)
+            .await
+        {
             Ok(rows) if !rows.is_empty() => {
                 if replica_sql.contains("REPLICA") {
                     ReplicaSource::ShowReplicaStatus
@@ -496,7 +541,9 @@ impl Server for LiveServer {
         let undo = match identity.flavor {
             Flavor::MySql if identity.version >= Version::new(8, 0, 0) => UndoSource::InfoSchema,
             Flavor::MySql => UndoSource::Unknown,
-            Flavor::MariaDb => self.local_undo_files(datadir.as_deref(), undo_dir.as_deref(), undo_spaces),
+            Flavor::MariaDb => {
+                self.local_undo_files(datadir.as_deref(), undo_dir.as_deref(), undo_spaces)
+            }
         };
         let caps = Capabilities {
             signals: signal_sources(&identity, undo, replica),
@@ -589,11 +636,20 @@ impl Server for LiveServer {
             let after = self.opts.resize_timeout;
             let mut conn = self.open_connection(after).await?;
             match tokio::time::timeout(after, execute(&mut conn, &set)).await {
-                Err(_) => return Err(ServerError::Timeout { what: "resizing the redo log", after }),
+                Err(_) => {
+                    return Err(ServerError::Timeout {
+                        what: "resizing the redo log",
+                        after,
+                    })
+                }
                 Ok(Err(e)) => return Err(self.query_error("resizing the redo log", e)),
                 Ok(Ok(_)) => {}
             }
-            let _ = tokio::time::timeout(Duration::from_secs(1), Box::pin(conn.close()) as BoxFut<'_, _>).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                Box::pin(conn.close()) as BoxFut<'_, _>,
+            )
+            .await;
         } else {
             self.fetch("SET GLOBAL", &set).await?;
         }

@@ -1,0 +1,241 @@
+//! The actuator: the only place that changes a server. It applies guarded values in a
+//! safe order, writes the state file *before* each SET (so a crash at any point leaves
+//! enough on disk to restore), reads every change back, and restores the baseline on
+//! exit. In dry-run it records what it would do and touches nothing.
+
+use std::collections::BTreeSet;
+
+use crate::server::{Knob, KnobValues, Server, ServerError};
+use crate::state::{StateFile, StateStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActuatorError {
+    #[error("refusing to change {knob}: the state file could not be written ({source}); without it a crash could leave the server changed")]
+    State {
+        knob: Knob,
+        #[source]
+        source: crate::state::StateError,
+    },
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
+/// The result of one change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// Value in effect afterwards, read back from the server (dry-run: the value it
+    /// would have set).
+    pub readback: u64,
+}
+
+/// Outcome of restoring one knob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    pub knob: Knob,
+    pub from: u64,
+    pub to: u64,
+    pub readback: Option<u64>,
+    pub error: Option<String>,
+}
+
+pub struct Actuator {
+    dry_run: bool,
+    store: Option<StateStore>,
+    state: StateFile,
+}
+
+/// Orders one tick's changes so dependent knobs never pass through an invalid pair:
+/// innodb_io_capacity_max is raised before innodb_io_capacity, and innodb_io_capacity is
+/// lowered before innodb_io_capacity_max (the server requires capacity ≤ capacity_max).
+pub fn order_changes(changes: &mut [(Knob, u64, u64)]) {
+    let rank = |(knob, from, to): &(Knob, u64, u64)| -> u8 {
+        let raising = to > from;
+        match (knob, raising) {
+            (Knob::IoCapacityMax, true) => 0,
+            (Knob::IoCapacity, false) => 0,
+            (Knob::IoCapacity, true) => 1,
+            (Knob::IoCapacityMax, false) => 1,
+            _ => 2,
+        }
+    };
+    changes.sort_by_key(rank);
+}
+
+impl Actuator {
+    /// `store` is required in live mode (the caller checks it is writable first).
+    pub fn new(dry_run: bool, store: Option<StateStore>, state: StateFile) -> Self {
+        Actuator {
+            dry_run,
+            store,
+            state,
+        }
+    }
+
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    pub fn baseline(&self) -> &KnobValues {
+        &self.state.baseline
+    }
+
+    pub fn last_set(&self) -> &KnobValues {
+        &self.state.last_set
+    }
+
+    /// Writes the state file (live mode only).
+    pub fn persist(&mut self, now_unix_ms: u64) -> Result<(), crate::state::StateError> {
+        self.state.updated_unix_ms = now_unix_ms;
+        match (&self.store, self.dry_run) {
+            (Some(store), false) => store.save(&self.state),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes new baseline values (at start, or after the server restarted and so
+    /// forgot every SET GLOBAL).
+    pub fn rebaseline(
+        &mut self,
+        baseline: KnobValues,
+        now_unix_ms: u64,
+    ) -> Result<(), crate::state::StateError> {
+        self.state.baseline = baseline;
+        self.state.last_set.clear();
+        self.state.clean = false;
+        self.persist(now_unix_ms)
+    }
+
+    /// Makes `value` the baseline of one knob (an operator's value, handed back with
+    /// `innopilot release`): it is what innopilot restores from now on.
+    pub fn set_baseline_value(
+        &mut self,
+        knob: Knob,
+        value: u64,
+        now_unix_ms: u64,
+    ) -> Result<(), crate::state::StateError> {
+        self.state.baseline.insert(knob, value);
+        self.state.last_set.remove(&knob);
+        self.persist(now_unix_ms)
+    }
+
+    /// Sets one knob. Live: records the intent in the state file first, then SET, then
+    /// reads back. Dry-run: changes nothing.
+    pub async fn apply<S: Server>(
+        &mut self,
+        server: &mut S,
+        knob: Knob,
+        value: u64,
+        now_unix_ms: u64,
+    ) -> Result<Applied, ActuatorError> {
+        if self.dry_run {
+            return Ok(Applied { readback: value });
+        }
+        self.state.last_set.insert(knob, value);
+        self.state.clean = false;
+        self.persist(now_unix_ms)
+            .map_err(|source| ActuatorError::State { knob, source })?;
+        let readback = server.set_knob(knob, value).await?;
+        if readback != value {
+            // The server adjusted the value (e.g. clamped it): remember what is really
+            // in effect, so it is not mistaken for an operator's change.
+            self.state.last_set.insert(knob, readback);
+            self.persist(now_unix_ms)
+                .map_err(|source| ActuatorError::State { knob, source })?;
+        }
+        Ok(Applied { readback })
+    }
+
+    /// Knobs whose value innopilot changed and that are not operator-owned: what a
+    /// restore would set back, as (knob, live value, baseline value).
+    pub fn pending_restore(
+        &self,
+        live: &KnobValues,
+        skip: &BTreeSet<Knob>,
+    ) -> Vec<(Knob, u64, u64)> {
+        let mut out: Vec<(Knob, u64, u64)> = self
+            .state
+            .last_set
+            .keys()
+            .filter(|k| !skip.contains(k))
+            .filter_map(|k| {
+                let base = *self.state.baseline.get(k)?;
+                let now = *live.get(k)?;
+                (now != base).then_some((*k, now, base))
+            })
+            .collect();
+        order_changes(&mut out);
+        out
+    }
+
+    /// Restores the baseline for every knob innopilot changed, except `skip`
+    /// (operator-owned). The caller bounds the whole call with the restore timeout.
+    pub async fn restore<S: Server>(
+        &mut self,
+        server: &mut S,
+        live: &KnobValues,
+        skip: &BTreeSet<Knob>,
+        now_unix_ms: u64,
+    ) -> Vec<Restored> {
+        let mut out = Vec::new();
+        if self.dry_run {
+            return out;
+        }
+        for (knob, from, to) in self.pending_restore(live, skip) {
+            match server.set_knob(knob, to).await {
+                Ok(rb) => {
+                    out.push(Restored {
+                        knob,
+                        from,
+                        to,
+                        readback: Some(rb),
+                        error: None,
+                    });
+                }
+                Err(e) => out.push(Restored {
+                    knob,
+                    from,
+                    to,
+                    readback: None,
+                    error: Some(e.to_string()),
+                }),
+            }
+        }
+        // What is left in last_set is exactly what could not be restored: the next
+        // start's crash recovery will try again.
+        let failed: BTreeSet<Knob> = out
+            .iter()
+            .filter(|r| r.error.is_some())
+            .map(|r| r.knob)
+            .collect();
+        self.state.last_set.retain(|k, _| failed.contains(k));
+        let _ = self.persist(now_unix_ms);
+        out
+    }
+
+    /// Marks the state clean (baseline restored; nothing to recover) and saves it.
+    pub fn finish(&mut self, now_unix_ms: u64) -> Result<(), crate::state::StateError> {
+        self.state.clean = true;
+        self.persist(now_unix_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_capacity_pair_is_ordered() {
+        let mut up = vec![
+            (Knob::IoCapacity, 200, 4000),
+            (Knob::IoCapacityMax, 2000, 8000),
+        ];
+        order_changes(&mut up);
+        assert_eq!(up[0].0, Knob::IoCapacityMax);
+        let mut down = vec![
+            (Knob::IoCapacityMax, 8000, 2000),
+            (Knob::IoCapacity, 4000, 200),
+        ];
+        order_changes(&mut down);
+        assert_eq!(down[0].0, Knob::IoCapacity);
+    }
+}

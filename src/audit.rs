@@ -1,0 +1,986 @@
+//! The audit log: one JSON object per line for every decision and lifecycle event, so
+//! a DBA can answer "what did innopilot change, when and why" with `grep` and `jq`.
+//!
+//! This module owns the record schema ([`Record`], [`Event`]; documented field by field
+//! in `docs/audit.md`) and the writer ([`AuditLog`]): append-only, flushed after every
+//! record, with optional size-based rotation. Records are flat: the event's fields sit
+//! next to `ts`, `unix_ms`, `mode` and `event`, so `jq 'select(.event=="decision")'`
+//! needs no nesting.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::config::AuditConfig;
+use crate::sample::Signals;
+use crate::server::{Knob, KnobValues};
+use crate::state::Leave;
+
+/// Whether innopilot was allowed to change the server when it wrote the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Live,
+    /// Decisions are made and logged, nothing is SET.
+    DryRun,
+}
+
+impl Mode {
+    pub fn from_dry_run(dry_run: bool) -> Mode {
+        if dry_run {
+            Mode::DryRun
+        } else {
+            Mode::Live
+        }
+    }
+}
+
+/// What became of a decision, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// SET sent and the proposed value is in effect.
+    Applied,
+    /// Dry run: `to` is what would have been SET; nothing was sent.
+    DryRun,
+    /// The guard bounded the proposal (`to` ≠ `proposed`) and `to` was SET.
+    Clipped,
+    /// The guard refused (dwell, rate limit, unmanaged knob, …); nothing was sent.
+    Rejected,
+    /// `to` is already in effect; nothing was sent.
+    NoChange,
+    /// The SET failed, or the value read back is not `to`.
+    Failed,
+}
+
+/// Why innopilot restored a knob's baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreTrigger {
+    /// Normal shutdown (end of run, `--duration`, stdin closed, …).
+    Exit,
+    /// At start, undoing what a previous run that died left behind.
+    CrashRecovery,
+    /// The server stayed unreachable past `reconnect_budget` with `on_server_lost =
+    /// "exit"`.
+    GiveUp,
+    /// SIGINT or SIGTERM.
+    Signal,
+}
+
+/// One line of the audit log.
+#[derive(Serialize, Debug, Clone)]
+pub struct Record {
+    /// RFC 3339 UTC with milliseconds, e.g. "2024-05-01T12:00:00.123Z" (from `unix_ms`).
+    pub ts: String,
+    /// Wall-clock milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    pub mode: Mode,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+impl Record {
+    pub fn new(unix_ms: u64, mode: Mode, event: Event) -> Record {
+        Record {
+            ts: format_rfc3339_ms(unix_ms),
+            unix_ms,
+            mode,
+            event,
+        }
+    }
+
+    /// A record stamped with the current wall-clock time.
+    pub fn now(mode: Mode, event: Event) -> Record {
+        Record::new(unix_ms_now(), mode, event)
+    }
+}
+
+/// What happened. Serialized with the variant name, snake_case, in the `event` key.
+/// Knobs are variable names (`innodb_purge_threads`); values are the server's own
+/// units (see [`Knob::unit`]).
+#[derive(Serialize, Debug, Clone)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// innopilot connected and read the baseline.
+    Start {
+        /// Redacted connection target and product, e.g. "MariaDB 10.11.19 at
+        /// root@127.0.0.1:3306".
+        server: String,
+        /// "mariadb" or "mysql".
+        flavor: String,
+        /// Server version, e.g. "10.11.19".
+        version: String,
+        innopilot_version: String,
+        pid: u32,
+        capabilities: serde_json::Value,
+        baseline: KnobValues,
+        config_path: Option<String>,
+    },
+    /// The arbiter's winning proposal for one knob, and what became of it.
+    Decision {
+        policy: String,
+        knob: Knob,
+        /// Value in effect before.
+        from: u64,
+        /// Value after the guard (what was, or in a dry run would have been, SET).
+        to: u64,
+        /// What the policy asked for.
+        proposed: u64,
+        /// A SET was sent and succeeded.
+        applied: bool,
+        /// Value read back after the SET.
+        readback: Option<u64>,
+        outcome: Outcome,
+        /// The policy's reason, with the numbers behind it.
+        reason: String,
+        /// What the guard changed or refused, and why.
+        guard_notes: Vec<String>,
+        /// Proposals for the same knob that lost in the arbiter: "watermark: 2 (reason)".
+        lost_to: Vec<String>,
+        /// [`compact_signals`] of the tick.
+        signals: serde_json::Value,
+    },
+    /// innopilot set a knob back to its baseline.
+    Restore {
+        trigger: RestoreTrigger,
+        knob: Knob,
+        from: u64,
+        to: u64,
+        ok: bool,
+        readback: Option<u64>,
+        error: Option<String>,
+    },
+    /// Crash recovery left a knob alone (see [`crate::state::recovery_plan`]).
+    RecoverySkipped {
+        knob: Knob,
+        /// Value in effect now; null when the server did not report it.
+        live: Option<u64>,
+        last_set: u64,
+        /// Null only when the state file had no baseline for the knob.
+        baseline: Option<u64>,
+        reason: String,
+    },
+    /// Someone else changed a knob innopilot manages: `seen` is in effect where
+    /// innopilot expected `expected`.
+    OperatorOverride {
+        knob: Knob,
+        expected: u64,
+        seen: u64,
+    },
+    /// innopilot stopped managing a knob for the rest of the run.
+    Released {
+        knob: Knob,
+        reason: String,
+    },
+    ConnectionLost {
+        error: String,
+    },
+    ConnectionRegained {
+        /// The server's uptime went back: capabilities were re-read and policies reset.
+        server_restarted: bool,
+        /// How long the server was unreachable, in milliseconds.
+        down_ms: u64,
+    },
+    Stop {
+        reason: String,
+        /// Every knob innopilot changed is back at its baseline (or was left to an
+        /// operator who changed it).
+        restored: bool,
+    },
+    Warning {
+        message: String,
+    },
+}
+
+impl Event {
+    /// The record of a knob crash recovery leaves alone.
+    pub fn recovery_skipped(l: &Leave) -> Event {
+        Event::RecoverySkipped {
+            knob: l.knob,
+            live: l.live,
+            last_set: l.last_set,
+            baseline: l.baseline,
+            reason: l.reason.to_string(),
+        }
+    }
+}
+
+/// The signals a decision was based on, compact enough for one line per decision.
+/// Unknown signals are left out; fractions are percentages.
+pub fn compact_signals(s: &Signals) -> serde_json::Value {
+    fn round(x: Option<f64>, scale: f64, decimals: i32) -> Option<serde_json::Value> {
+        let x = x.filter(|x| x.is_finite())? * scale;
+        let p = 10f64.powi(decimals);
+        Some(serde_json::Value::from((x * p).round() / p))
+    }
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<serde_json::Value>| {
+        if let Some(v) = v {
+            m.insert(k.to_string(), v);
+        }
+    };
+    put("redo_fill_pct", round(s.redo_fill, 100.0, 1));
+    put("redo_fill_trend_pct_s", round(s.redo_fill_trend, 100.0, 2));
+    put("history_len", s.history_len.map(Into::into));
+    put("history_rate", round(s.history_rate, 1.0, 1));
+    put("dml_rate", round(s.dml_rate, 1.0, 1));
+    put("lsn_rate", round(s.lsn_rate, 1.0, 0));
+    put("dirty_pct", round(s.dirty_fraction, 100.0, 1));
+    put(
+        "oldest_trx_age_s",
+        s.sample.oldest_trx.as_ref().map(|t| t.age_s.into()),
+    );
+    serde_json::Value::Object(m)
+}
+
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
+pub fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// "YYYY-MM-DDTHH:MM:SS.mmmZ" for milliseconds since the Unix epoch (UTC).
+pub fn format_rfc3339_ms(unix_ms: u64) -> String {
+    let days = (unix_ms / 86_400_000) as i64;
+    let ms_of_day = unix_ms % 86_400_000;
+    let (y, mo, d) = civil_from_days(days);
+    let (h, mi, s, ms) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    );
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of era, 0..=146096
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // 0..=399
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // 0..=365, from March 1st
+    let mp = (5 * doy + 2) / 153; // month from March, 0..=11
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// An audit log problem; every message names the destination.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot open audit log {}: {message}. Make its directory writable by the user innopilot runs as, or set audit.path (\"-\" for standard output)", path.display())]
+    Open { path: PathBuf, message: String },
+    /// The record was not written.
+    #[error("cannot write to audit log {}: {message}", path.display())]
+    Write { path: PathBuf, message: String },
+    /// The record *was* written, to the file that could not be rotated; it keeps
+    /// growing past `audit.max_size` until a rotation succeeds. Reported once per
+    /// failing spell, not on every record.
+    #[error("cannot rotate audit log {}: {message}; it keeps growing past audit.max_size until rotation succeeds", path.display())]
+    Rotate { path: PathBuf, message: String },
+}
+
+impl AuditError {
+    /// Whether the record that caused the error is missing from the log.
+    pub fn record_lost(&self) -> bool {
+        !matches!(self, AuditError::Rotate { .. })
+    }
+}
+
+enum Sink {
+    File(File),
+    Stdout,
+    Writer(Box<dyn Write + Send>),
+    Discard,
+}
+
+/// Writes [`Record`]s as JSON Lines.
+pub struct AuditLog {
+    sink: Sink,
+    /// The file, `-` for standard output; used in error messages.
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+    /// Bytes in the current file, as far as innopilot knows.
+    size: u64,
+    written: u64,
+    /// A rotation failed and has not succeeded since: further failures are not
+    /// reported again.
+    rotate_failing: bool,
+}
+
+impl fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .field("max_bytes", &self.max_bytes)
+            .field("keep", &self.keep)
+            .field("size", &self.size)
+            .field("written", &self.written)
+            .finish()
+    }
+}
+
+impl AuditLog {
+    /// Opens the log for appending (creating the file with mode 0640, and its
+    /// directory with mode 0750 if missing), or standard output for `-`.
+    pub fn open(cfg: &AuditConfig) -> Result<AuditLog, AuditError> {
+        let mut log = AuditLog {
+            sink: Sink::Stdout,
+            path: cfg.path.clone(),
+            max_bytes: cfg.max_bytes,
+            keep: cfg.keep,
+            size: 0,
+            written: 0,
+            rotate_failing: false,
+        };
+        if !cfg.is_stdout() {
+            let (file, size) = open_append(&cfg.path).map_err(|e| AuditError::Open {
+                path: cfg.path.clone(),
+                message: e.to_string(),
+            })?;
+            log.sink = Sink::File(file);
+            log.size = size;
+        }
+        Ok(log)
+    }
+
+    /// A log that counts records and writes nothing (tests, or audit disabled).
+    pub fn discard() -> AuditLog {
+        AuditLog::with_sink(Sink::Discard, "(discarded)")
+    }
+
+    /// A log that writes to any writer, e.g. a buffer a test or the simulator reads
+    /// back. Never rotates.
+    pub fn to_writer(w: Box<dyn Write + Send>) -> AuditLog {
+        AuditLog::with_sink(Sink::Writer(w), "(writer)")
+    }
+
+    fn with_sink(sink: Sink, label: &str) -> AuditLog {
+        AuditLog {
+            sink,
+            path: PathBuf::from(label),
+            max_bytes: 0,
+            keep: 0,
+            size: 0,
+            written: 0,
+            rotate_failing: false,
+        }
+    }
+
+    /// Records written since the log was opened (rotation does not reset it).
+    pub fn records_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Appends one record as one line and flushes it. When `max_bytes > 0` and the
+    /// line would take the file past it, the file is rotated first.
+    pub fn write(&mut self, rec: &Record) -> Result<(), AuditError> {
+        let mut line = serde_json::to_vec(rec).map_err(|e| AuditError::Write {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        line.push(b'\n');
+        let len = line.len() as u64;
+
+        let mut rotate_error = None;
+        if self.needs_rotation(len) {
+            match self.rotate() {
+                Ok(()) => self.rotate_failing = false,
+                Err(e) => {
+                    if !self.rotate_failing {
+                        rotate_error = Some(AuditError::Rotate {
+                            path: self.path.clone(),
+                            message: e.to_string(),
+                        });
+                    }
+                    self.rotate_failing = true;
+                }
+            }
+        }
+
+        // One write_all per record: with O_APPEND a line is never interleaved with
+        // another writer's, and a crash cuts at most the last line.
+        let result = match &mut self.sink {
+            Sink::File(f) => f.write_all(&line).and_then(|()| f.flush()),
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(&line).and_then(|()| out.flush())
+            }
+            Sink::Writer(w) => w.write_all(&line).and_then(|()| w.flush()),
+            Sink::Discard => Ok(()),
+        };
+        result.map_err(|e| AuditError::Write {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        self.size += len;
+        self.written += 1;
+        rotate_error.map_or(Ok(()), Err)
+    }
+
+    /// Reopens the file at the configured path, for when something outside innopilot
+    /// has moved it away (e.g. on SIGHUP after an external rotation).
+    pub fn reopen(&mut self) -> Result<(), AuditError> {
+        if let Sink::File(_) = self.sink {
+            let (file, size) = open_append(&self.path).map_err(|e| AuditError::Open {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
+            self.sink = Sink::File(file);
+            self.size = size;
+        }
+        Ok(())
+    }
+
+    fn needs_rotation(&mut self, len: u64) -> bool {
+        let Sink::File(f) = &self.sink else {
+            return false;
+        };
+        // A record larger than max_bytes goes alone into a fresh file rather than
+        // rotating on every write.
+        if self.max_bytes == 0 || self.size == 0 || self.size + len <= self.max_bytes {
+            return false;
+        }
+        // The tracked size is stale if something truncated the file (logrotate
+        // copytruncate); ask the file system before rotating.
+        if let Ok(m) = f.metadata() {
+            self.size = m.len();
+        }
+        self.size > 0 && self.size + len > self.max_bytes
+    }
+
+    /// path.(keep-1) → path.keep, …, path.1 → path.2, path → path.1, then a new path.
+    /// Renames replace the target, so the oldest file drops out without a delete.
+    /// Until the new file is open the old handle stays in use, so a failure at any
+    /// step loses no record.
+    fn rotate(&mut self) -> io::Result<()> {
+        // If the file is gone (moved or deleted by someone else), shifting the
+        // numbered files again would push out history for nothing: just reopen.
+        if fs::symlink_metadata(&self.path).is_ok() {
+            let keep = self.keep.max(1);
+            for i in (1..keep).rev() {
+                let from = numbered(&self.path, i);
+                if fs::symlink_metadata(&from).is_ok() {
+                    fs::rename(&from, numbered(&self.path, i + 1))?;
+                }
+            }
+            fs::rename(&self.path, numbered(&self.path, 1))?;
+        }
+        let (file, size) = open_append(&self.path)?;
+        self.sink = Sink::File(file);
+        self.size = size;
+        Ok(())
+    }
+}
+
+fn numbered(path: &Path, i: u32) -> PathBuf {
+    let mut s = OsString::from(path.as_os_str());
+    s.push(format!(".{i}"));
+    PathBuf::from(s)
+}
+
+fn open_append(path: &Path) -> io::Result<(File, u64)> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            let mut b = fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::DirBuilderExt;
+                b.mode(0o750);
+            }
+            b.create(dir)?;
+        }
+    }
+    let mut opts = OpenOptions::new();
+    opts.append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o640);
+    }
+    let f = opts.open(path)?;
+    let size = f.metadata()?.len();
+    Ok((f, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use proptest::prelude::*;
+
+    use crate::sample::TrxInfo;
+    use crate::state::LeaveReason;
+
+    fn cfg(path: &Path, max_bytes: u64, keep: u32) -> AuditConfig {
+        AuditConfig {
+            path: path.to_path_buf(),
+            max_bytes,
+            keep,
+        }
+    }
+
+    fn warning(i: usize) -> Record {
+        Record::new(
+            1_700_000_000_000 + i as u64,
+            Mode::Live,
+            Event::Warning {
+                message: format!("record {i}"),
+            },
+        )
+    }
+
+    /// One example of every event.
+    fn every_event() -> Vec<Event> {
+        let baseline: KnobValues = [(Knob::PurgeThreads, 4), (Knob::IoCapacity, 200)].into();
+        vec![
+            Event::Start {
+                server: "MariaDB 10.11.19 at root@127.0.0.1:3306".into(),
+                flavor: "mariadb".into(),
+                version: "10.11.19".into(),
+                innopilot_version: "0.1.0".into(),
+                pid: 4242,
+                capabilities: serde_json::json!({"purge_threads": "dynamic"}),
+                baseline,
+                config_path: Some("/etc/innopilot.toml".into()),
+            },
+            Event::Decision {
+                policy: "watermark".into(),
+                knob: Knob::PurgeThreads,
+                from: 4,
+                to: 3,
+                proposed: 2,
+                applied: true,
+                readback: Some(3),
+                outcome: Outcome::Clipped,
+                reason: "redo fill 63 % entered bucket 2 of 4".into(),
+                guard_notes: vec!["max_step 1: 2 → 3".into()],
+                lost_to: vec!["purge_rate: 6 (history growing 1200/s)".into()],
+                signals: serde_json::json!({"redo_fill_pct": 63.0}),
+            },
+            Event::Restore {
+                trigger: RestoreTrigger::CrashRecovery,
+                knob: Knob::PurgeThreads,
+                from: 2,
+                to: 4,
+                ok: true,
+                readback: Some(4),
+                error: None,
+            },
+            Event::recovery_skipped(&Leave {
+                knob: Knob::IoCapacity,
+                live: Some(5000),
+                last_set: 2000,
+                baseline: Some(200),
+                reason: LeaveReason::ChangedSince,
+            }),
+            Event::OperatorOverride {
+                knob: Knob::IoCapacity,
+                expected: 2000,
+                seen: 5000,
+            },
+            Event::Released {
+                knob: Knob::IoCapacity,
+                reason: "operator override".into(),
+            },
+            Event::ConnectionLost {
+                error: "connection reset".into(),
+            },
+            Event::ConnectionRegained {
+                server_restarted: true,
+                down_ms: 12_000,
+            },
+            Event::Stop {
+                reason: "signal".into(),
+                restored: true,
+            },
+            Event::Warning {
+                message: "hello".into(),
+            },
+        ]
+    }
+
+    fn keys(v: &serde_json::Value) -> Vec<&str> {
+        let mut k: Vec<&str> = v.as_object().unwrap().keys().map(|s| s.as_str()).collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn record_shape_is_flat() {
+        let expected: &[(&str, &[&str])] = &[
+            (
+                "start",
+                &[
+                    "baseline",
+                    "capabilities",
+                    "config_path",
+                    "flavor",
+                    "innopilot_version",
+                    "pid",
+                    "server",
+                    "version",
+                ],
+            ),
+            (
+                "decision",
+                &[
+                    "applied",
+                    "from",
+                    "guard_notes",
+                    "knob",
+                    "lost_to",
+                    "outcome",
+                    "policy",
+                    "proposed",
+                    "readback",
+                    "reason",
+                    "signals",
+                    "to",
+                ],
+            ),
+            (
+                "restore",
+                &["error", "from", "knob", "ok", "readback", "to", "trigger"],
+            ),
+            (
+                "recovery_skipped",
+                &["baseline", "knob", "last_set", "live", "reason"],
+            ),
+            ("operator_override", &["expected", "knob", "seen"]),
+            ("released", &["knob", "reason"]),
+            ("connection_lost", &["error"]),
+            ("connection_regained", &["down_ms", "server_restarted"]),
+            ("stop", &["reason", "restored"]),
+            ("warning", &["message"]),
+        ];
+        let events = every_event();
+        assert_eq!(events.len(), expected.len());
+        for (ev, (name, fields)) in events.into_iter().zip(expected) {
+            let line =
+                serde_json::to_string(&Record::new(1_714_564_800_123, Mode::DryRun, ev)).unwrap();
+            assert!(!line.contains('\n'));
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["event"], *name, "{line}");
+            assert_eq!(v["ts"], "2024-05-01T12:00:00.123Z", "{line}");
+            assert_eq!(v["unix_ms"], 1_714_564_800_123u64, "{line}");
+            assert_eq!(v["mode"], "dry_run", "{line}");
+            let mut want: Vec<&str> = fields.to_vec();
+            want.extend(["event", "mode", "ts", "unix_ms"]);
+            want.sort();
+            assert_eq!(keys(&v), want, "{line}");
+            // The common keys come first, so lines read well unparsed too.
+            assert!(line.starts_with("{\"ts\":\"2024-"), "{line}");
+        }
+    }
+
+    #[test]
+    fn values_are_typed() {
+        let ev = every_event();
+        let v = serde_json::to_value(Record::new(0, Mode::Live, ev[1].clone())).unwrap();
+        assert_eq!(v["knob"], "innodb_purge_threads");
+        assert_eq!(v["outcome"], "clipped");
+        assert_eq!(v["from"], 4);
+        assert_eq!(v["readback"], 3);
+        let v = serde_json::to_value(Record::new(0, Mode::Live, ev[0].clone())).unwrap();
+        assert_eq!(v["baseline"]["innodb_io_capacity"], 200);
+        let v = serde_json::to_value(Record::new(0, Mode::Live, ev[2].clone())).unwrap();
+        assert_eq!(v["trigger"], "crash_recovery");
+        assert_eq!(v["error"], serde_json::Value::Null);
+        let v = serde_json::to_value(Record::new(0, Mode::Live, ev[3].clone())).unwrap();
+        assert!(v["reason"].as_str().unwrap().contains("someone else"));
+    }
+
+    #[test]
+    fn compact_signals_rounds_and_omits_unknowns() {
+        let mut s = Signals {
+            redo_fill: Some(0.63456),
+            history_len: Some(12_345),
+            history_rate: Some(-3.26),
+            dml_rate: Some(f64::NAN),
+            lsn_rate: Some(1_048_576.4),
+            ..Signals::default()
+        };
+        s.sample.oldest_trx = Some(TrxInfo {
+            trx_id: "1".into(),
+            thread_id: None,
+            age_s: 61,
+            user: None,
+            host: None,
+            state: None,
+            isolation: None,
+            command: None,
+            holds_read_view: true,
+            active_count: None,
+        });
+        let v = compact_signals(&s);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "redo_fill_pct": 63.5,
+                "history_len": 12345,
+                "history_rate": -3.3,
+                "lsn_rate": 1048576.0,
+                "oldest_trx_age_s": 61,
+            })
+        );
+        assert_eq!(compact_signals(&Signals::default()), serde_json::json!({}));
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(format_rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_rfc3339_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_rfc3339_ms(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            format_rfc3339_ms(4_107_542_399_999),
+            "2100-02-28T23:59:59.999Z"
+        );
+        // Absurd clocks give absurd years, not panics.
+        let _ = format_rfc3339_ms(u64::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn timestamps_match_humantime(ms in 0u64..253_402_300_800_000) {
+            let t = UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            prop_assert_eq!(
+                format_rfc3339_ms(ms),
+                humantime::format_rfc3339_millis(t).to_string()
+            );
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<String> {
+        match fs::read_to_string(path) {
+            Ok(t) => t.lines().map(str::to_string).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn message(line: &str) -> usize {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["message"].as_str().unwrap()[7..].parse().unwrap()
+    }
+
+    #[test]
+    fn appends_and_counts() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("sub/audit.jsonl");
+        let mut log = AuditLog::open(&cfg(&path, 0, 5)).unwrap();
+        for i in 0..3 {
+            log.write(&warning(i)).unwrap();
+        }
+        drop(log);
+        let mut log = AuditLog::open(&cfg(&path, 0, 5)).unwrap();
+        log.write(&warning(3)).unwrap();
+        assert_eq!(log.records_written(), 1);
+        let got: Vec<usize> = lines(&path).iter().map(|l| message(l)).collect();
+        assert_eq!(got, vec![0, 1, 2, 3]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & !0o640, 0, "{mode:o}");
+        }
+    }
+
+    /// Reads path.keep … path.1, path in order.
+    fn all_records(path: &Path, keep: u32) -> Vec<usize> {
+        let mut out = Vec::new();
+        for i in (1..=keep).rev() {
+            out.extend(lines(&numbered(path, i)).iter().map(|l| message(l)));
+        }
+        out.extend(lines(path).iter().map(|l| message(l)));
+        out
+    }
+
+    #[test]
+    fn rotation_keeps_n_files_and_loses_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        let line_len = serde_json::to_vec(&warning(100)).unwrap().len() as u64 + 1;
+        let max = line_len * 10;
+        let mut log = AuditLog::open(&cfg(&path, max, 3)).unwrap();
+        let n = 1000;
+        for i in 100..100 + n {
+            log.write(&warning(i)).unwrap();
+        }
+        assert_eq!(log.records_written(), n as u64);
+        for p in [
+            path.clone(),
+            numbered(&path, 1),
+            numbered(&path, 2),
+            numbered(&path, 3),
+        ] {
+            let len = fs::metadata(&p).unwrap().len();
+            assert!(len <= max, "{} is {len} bytes", p.display());
+        }
+        assert!(!numbered(&path, 4).exists());
+        // What is kept is the newest records, in order, without a gap.
+        let got = all_records(&path, 3);
+        assert!(got.len() >= 30, "{}", got.len());
+        let first = got[0];
+        assert_eq!(got, (first..100 + n).collect::<Vec<_>>());
+        drop(log);
+
+        // With room for everything, everything is there.
+        let path = d.path().join("all.jsonl");
+        let mut log = AuditLog::open(&cfg(&path, max, 100)).unwrap();
+        for i in 100..400 {
+            log.write(&warning(i)).unwrap();
+        }
+        assert_eq!(all_records(&path, 100), (100..400).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn oversized_record_goes_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&cfg(&path, 10, 2)).unwrap();
+        for i in 100..105 {
+            log.write(&warning(i)).unwrap();
+        }
+        assert_eq!(lines(&path).len(), 1);
+        assert_eq!(all_records(&path, 2), vec![102, 103, 104]);
+    }
+
+    #[test]
+    fn external_truncation_is_noticed() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        let line_len = serde_json::to_vec(&warning(100)).unwrap().len() as u64 + 1;
+        let mut log = AuditLog::open(&cfg(&path, line_len * 3, 2)).unwrap();
+        for i in 100..102 {
+            log.write(&warning(i)).unwrap();
+        }
+        // logrotate copytruncate: the file is emptied under innopilot's feet.
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        for i in 102..105 {
+            log.write(&warning(i)).unwrap();
+        }
+        assert!(!numbered(&path, 1).exists());
+        assert_eq!(all_records(&path, 2), vec![102, 103, 104]);
+    }
+
+    #[test]
+    fn failed_rotation_keeps_the_record_and_reports_once() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        // A non-empty directory where path.1 should go: the rename fails, even as root.
+        fs::create_dir_all(numbered(&path, 1).join("x")).unwrap();
+        let mut log = AuditLog::open(&cfg(&path, 10, 1)).unwrap();
+        log.write(&warning(100)).unwrap();
+        let e = log.write(&warning(101)).unwrap_err();
+        assert!(!e.record_lost());
+        let msg = e.to_string();
+        assert!(
+            msg.contains("rotate") && msg.contains(&path.display().to_string()),
+            "{msg}"
+        );
+        log.write(&warning(102)).unwrap();
+        assert_eq!(log.records_written(), 3);
+        let got: Vec<usize> = lines(&path).iter().map(|l| message(l)).collect();
+        assert_eq!(got, vec![100, 101, 102]);
+
+        // Once the obstacle is gone, rotation resumes.
+        fs::remove_dir_all(numbered(&path, 1)).unwrap();
+        log.write(&warning(103)).unwrap();
+        assert_eq!(lines(&numbered(&path, 1)).len(), 3);
+        assert_eq!(lines(&path).len(), 1);
+    }
+
+    #[test]
+    fn open_error_names_path() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        // Under a regular file: fails for everyone, root included.
+        let path = f.path().join("audit.jsonl");
+        let e = AuditLog::open(&cfg(&path, 0, 1)).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, AuditError::Open { .. }), "{e:?}");
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains("audit.path"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn write_error_is_an_error() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let mut log = AuditLog::open(&cfg(full, 0, 1)).unwrap();
+        let e = log.write(&warning(1)).unwrap_err();
+        assert!(e.record_lost());
+        assert!(e.to_string().contains("/dev/full"), "{e}");
+        assert_eq!(log.records_written(), 0);
+    }
+
+    #[test]
+    fn stdout_mode() {
+        let mut log = AuditLog::open(&cfg(Path::new("-"), 10, 3)).unwrap();
+        assert!(matches!(log.sink, Sink::Stdout));
+        log.write(&warning(1)).unwrap();
+        log.write(&warning(2)).unwrap();
+        assert_eq!(log.records_written(), 2);
+        // No file named "-" appears, and stdout never rotates.
+        assert!(!Path::new("-").exists() && !Path::new("-.1").exists());
+    }
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn writer_and_discard() {
+        let buf = Shared::default();
+        let mut log = AuditLog::to_writer(Box::new(buf.clone()));
+        for ev in every_event() {
+            log.write(&Record::new(1, Mode::Live, ev)).unwrap();
+        }
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 10);
+        assert!(text.ends_with('\n'));
+        for l in text.lines() {
+            serde_json::from_str::<serde_json::Value>(l).unwrap();
+        }
+
+        let mut log = AuditLog::discard();
+        log.write(&warning(1)).unwrap();
+        assert_eq!(log.records_written(), 1);
+    }
+}

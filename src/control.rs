@@ -1,0 +1,785 @@
+//! The control loop: every interval, sample → signals → policies → arbiter → guard →
+//! actuator → audit + state. Also owns the lifecycle around it: the privilege check,
+//! crash recovery at start, lost connections and server restarts, operator-owned
+//! knobs, and restoring the baseline at the end.
+//!
+//! Invariants:
+//! - No decision is acted on unless the capabilities and knob values it rests on were
+//!   read in this server life: after a lost connection the server is probed again, and
+//!   after a restart (uptime went down) the baseline is taken anew.
+//! - A knob whose live value is neither what innopilot expects nor the outcome of a SET
+//!   whose result was unknown is operator-owned from then on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::actuator::{order_changes, Actuator, ActuatorError};
+use crate::audit::{compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger};
+use crate::config::{Config, OnServerLost};
+use crate::guard::{Guard, Verdict};
+use crate::policy::arbiter::arbitrate;
+use crate::policy::watermark::Watermark;
+use crate::policy::{Policy, PolicyInput};
+use crate::sample::{SignalWindow, Signals};
+use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
+use crate::state::{recovery_plan, StateFile, StateStore};
+
+/// Fatal conditions: the loop stops (restoring the baseline where it can).
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("the account {account} may not SET GLOBAL, so innopilot cannot act. Grant it with:\n    {grant}\nor run `innopilot run --dry-run`, which only needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO {account};")]
+    Privileges { account: String, grant: String },
+    #[error(
+        "live mode needs a writable state file to be able to restore the server after a crash: {0}"
+    )]
+    State(#[from] crate::state::StateError),
+    #[error("cannot start: {0}")]
+    Start(#[source] ServerError),
+    #[error("gave up on the server after {} without a connection (control.on_server_lost = \"exit\"); the state file keeps the baseline, and the next start restores it", humantime::format_duration(*.0))]
+    GaveUp(std::time::Duration),
+}
+
+impl ControlError {
+    /// Process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ControlError::Privileges { .. } => 3,
+            ControlError::GaveUp(_) => 4,
+            _ => 1,
+        }
+    }
+}
+
+/// How `run` was asked to behave.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub dry_run: bool,
+    /// The config file in use, for the audit log.
+    pub config_path: Option<String>,
+    /// Who we talk to, as printed (never a password): identifies the server in the
+    /// state file.
+    pub target: String,
+}
+
+/// Counters for status and metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub ticks: u64,
+    pub samples_ok: u64,
+    pub sample_errors: u64,
+    pub sets_applied: u64,
+    pub sets_failed: u64,
+    pub decisions: u64,
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Path of the release mailbox beside the state file: `innopilot release KNOB` appends
+/// knob names there; the loop reads and removes it each tick.
+pub fn release_path(state_file: &std::path::Path) -> PathBuf {
+    let mut p = state_file.as_os_str().to_owned();
+    p.push(".release");
+    PathBuf::from(p)
+}
+
+/// The controller: one server, one loop.
+pub struct Controller<S: Server> {
+    server: S,
+    cfg: Config,
+    opts: RunOptions,
+    policies: Vec<Box<dyn Policy>>,
+    guard: Guard,
+    actuator: Actuator,
+    audit: AuditLog,
+    window: SignalWindow,
+    caps: Option<Capabilities>,
+    /// What innopilot believes is in effect per knob: the baseline, or the last value
+    /// it set (dry-run: would have set).
+    expected: KnobValues,
+    /// SETs whose outcome is unknown (connection cut mid-SET): (before, intended).
+    uncertain: BTreeMap<Knob, (u64, u64)>,
+    /// Dry-run: the live values last seen, to notice an operator's change.
+    last_live: KnobValues,
+    last_uptime: Option<u64>,
+    /// Set when a connection is lost; cleared when regained.
+    lost_since: Option<Instant>,
+    /// The connection stayed lost beyond the budget: restore on return.
+    gave_up: bool,
+    just_reconnected: bool,
+    /// Last reject audited per knob, so a dwell or rate limit is not logged every tick.
+    last_reject: BTreeMap<Knob, String>,
+    last_signals: Option<Signals>,
+    pub stats: Stats,
+}
+
+impl<S: Server> Controller<S> {
+    /// Connects, checks privileges, recovers from a crashed previous run, records the
+    /// baseline. Fails fast: a wrong DSN or missing privileges must not retry forever.
+    pub async fn start(
+        mut server: S,
+        cfg: Config,
+        opts: RunOptions,
+        mut audit: AuditLog,
+    ) -> Result<Self, ControlError> {
+        let dry_run = opts.dry_run;
+        let caps = server.probe().await.map_err(ControlError::Start)?;
+        if !dry_run && !caps.can_set_global {
+            let privilege = match caps.identity.flavor {
+                Flavor::MariaDb => "SUPER",
+                Flavor::MySql => "SYSTEM_VARIABLES_ADMIN",
+            };
+            let account = if caps.account.is_empty() {
+                "'innopilot'@'localhost'".to_string()
+            } else {
+                quote_account(&caps.account)
+            };
+            return Err(ControlError::Privileges {
+                grant: format!("GRANT {privilege} ON *.* TO {account};"),
+                account,
+            });
+        }
+        let mode = if dry_run { Mode::DryRun } else { Mode::Live };
+        let store = StateStore::new(cfg.control.state_file.clone());
+        let mut store_opt = None;
+        if !dry_run {
+            store.check_writable()?;
+            // Crash recovery: a previous live run did not finish cleanly.
+            if let Some(saved) = store.load()? {
+                if !saved.clean {
+                    recover(&mut server, &saved, &opts.target, &mut audit, mode)
+                        .await
+                        .map_err(ControlError::Start)?;
+                }
+            }
+            store_opt = Some(store);
+        } else if let Ok(Some(saved)) = store.load() {
+            if !saved.clean {
+                let message = format!("the state file {} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back", cfg.control.state_file.display());
+                tracing::warn!("{message}");
+                emit(&mut audit, mode, now_unix_ms(), Event::Warning { message });
+            }
+        }
+        let baseline = server.read_knobs().await.map_err(ControlError::Start)?;
+        let state = StateFile {
+            version: 1,
+            clean: false,
+            pid: std::process::id(),
+            server: opts.target.clone(),
+            started_unix_ms: now_unix_ms(),
+            baseline: baseline.clone(),
+            last_set: KnobValues::new(),
+            updated_unix_ms: now_unix_ms(),
+        };
+        let mut actuator = Actuator::new(dry_run, store_opt, state);
+        actuator.persist(now_unix_ms())?;
+        emit(
+            &mut audit,
+            mode,
+            now_unix_ms(),
+            Event::Start {
+                server: format!(
+                    "{} {} at {}",
+                    caps.identity.flavor, caps.identity.version, opts.target
+                ),
+                innopilot_version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                flavor: caps.identity.flavor.to_string(),
+                version: caps.identity.version_string.clone(),
+                capabilities: serde_json::to_value(&caps).unwrap_or_default(),
+                baseline: baseline.clone(),
+                config_path: opts.config_path.clone(),
+            },
+        );
+        let mut policies: Vec<Box<dyn Policy>> = Vec::new();
+        if cfg.policy.watermark.enabled {
+            policies.push(Box::new(Watermark::new(cfg.policy.watermark.clone())));
+        }
+        let guard = Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
+        Ok(Controller {
+            window: SignalWindow::new(cfg.sampler.window),
+            server,
+            opts,
+            policies,
+            guard,
+            actuator,
+            audit,
+            caps: Some(caps),
+            expected: baseline.clone(),
+            last_live: baseline,
+            uncertain: BTreeMap::new(),
+            last_uptime: None,
+            lost_since: None,
+            gave_up: false,
+            just_reconnected: false,
+            last_reject: BTreeMap::new(),
+            last_signals: None,
+            stats: Stats::default(),
+            cfg,
+        })
+    }
+
+    fn mode(&self) -> Mode {
+        if self.opts.dry_run {
+            Mode::DryRun
+        } else {
+            Mode::Live
+        }
+    }
+
+    fn emit(&mut self, event: Event) {
+        let unix_ms = self
+            .last_signals
+            .as_ref()
+            .map(|s| s.sample.unix_ms)
+            .filter(|t| *t > 0)
+            .unwrap_or_else(now_unix_ms);
+        let mode = self.mode();
+        emit(&mut self.audit, mode, unix_ms, event);
+    }
+
+    pub fn capabilities(&self) -> Option<&Capabilities> {
+        self.caps.as_ref()
+    }
+
+    pub fn baseline(&self) -> &KnobValues {
+        self.actuator.baseline()
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    pub fn last_signals(&self) -> Option<&Signals> {
+        self.last_signals.as_ref()
+    }
+
+    /// Runs ticks every `sampler.interval` until `shutdown` resolves (to a reason).
+    /// A tick in progress is finished first: every query in it is bounded by a timeout,
+    /// and stopping mid-SET would leave its outcome unknown.
+    pub async fn run<F>(&mut self, shutdown: F) -> Result<String, ControlError>
+    where
+        F: Future<Output = String>,
+    {
+        let mut ticker = tokio::time::interval(self.cfg.sampler.interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                reason = &mut shutdown => return Ok(reason),
+                _ = ticker.tick() => self.tick().await?,
+            }
+        }
+    }
+
+    /// One iteration of the loop.
+    pub async fn tick(&mut self) -> Result<(), ControlError> {
+        self.stats.ticks += 1;
+        self.check_release_requests();
+        if self.caps.is_none() {
+            match self.server.probe().await {
+                Ok(caps) => {
+                    self.caps = Some(caps);
+                    self.just_reconnected = true;
+                }
+                Err(e) => return self.connection_down(e),
+            }
+        }
+        let sample = match self.server.sample().await {
+            Ok(s) => s,
+            Err(e) if e.is_connection_lost() => return self.connection_lost(e),
+            Err(e) => {
+                self.stats.sample_errors += 1;
+                tracing::warn!("sample failed: {e}");
+                return Ok(());
+            }
+        };
+        self.stats.samples_ok += 1;
+        let restarted =
+            matches!((self.last_uptime, sample.uptime_s), (Some(prev), Some(now)) if now < prev);
+        self.last_uptime = sample.uptime_s.or(self.last_uptime);
+        if self.just_reconnected || restarted {
+            let reprobed = std::mem::take(&mut self.just_reconnected);
+            let down_ms = self
+                .lost_since
+                .take()
+                .map(|t| t.elapsed().as_millis() as u64)
+                .unwrap_or(0);
+            self.emit(Event::ConnectionRegained {
+                server_restarted: restarted,
+                down_ms,
+            });
+            if restarted {
+                // SET GLOBAL does not survive a restart: nothing of innopilot's is in
+                // effect any more. The values the server came up with are the new
+                // baseline. Capabilities are re-read too (it may have been upgraded),
+                // unless this tick's reconnect just did.
+                if !reprobed {
+                    match self.server.probe().await {
+                        Ok(c) => self.caps = Some(c),
+                        Err(e) => return self.connection_lost(e),
+                    }
+                }
+                self.rebaseline(sample.knobs.clone())?;
+                self.window.reset();
+                self.window.push(sample);
+                return Ok(());
+            }
+            if self.gave_up {
+                // innopilot gave up on this server while it was away: put the baseline
+                // back before doing anything else, then start afresh.
+                self.gave_up = false;
+                self.restore(RestoreTrigger::GiveUp, &sample.knobs).await;
+                self.expected = self.actuator.baseline().clone();
+                self.window.reset();
+                return Ok(());
+            }
+        }
+        self.reconcile(&sample.knobs);
+        let signals = self.window.push(sample);
+        self.last_signals = Some(signals.clone());
+        self.decide_and_act(&signals).await
+    }
+
+    fn rebaseline(&mut self, live: KnobValues) -> Result<(), ControlError> {
+        self.actuator.rebaseline(live.clone(), now_unix_ms())?;
+        self.expected = live.clone();
+        self.last_live = live;
+        self.uncertain.clear();
+        for p in &mut self.policies {
+            p.reset();
+        }
+        Ok(())
+    }
+
+    fn connection_lost(&mut self, e: ServerError) -> Result<(), ControlError> {
+        if self.lost_since.is_none() {
+            self.lost_since = Some(Instant::now());
+            tracing::warn!("connection lost: {e}");
+            self.emit(Event::ConnectionLost {
+                error: e.to_string(),
+            });
+        }
+        self.caps = None;
+        self.window.reset();
+        for p in &mut self.policies {
+            p.reset();
+        }
+        self.connection_down(e)
+    }
+
+    fn connection_down(&mut self, e: ServerError) -> Result<(), ControlError> {
+        self.stats.sample_errors += 1;
+        let since = *self.lost_since.get_or_insert_with(Instant::now);
+        let down_for = since.elapsed();
+        tracing::debug!("server unreachable for {:?}: {e}", down_for);
+        if down_for > self.cfg.control.reconnect_budget && !self.gave_up {
+            self.gave_up = true;
+            let changed = !self.actuator.last_set().is_empty();
+            self.emit(Event::Warning {
+                message: format!(
+                    "no connection for {}; {}",
+                    humantime::format_duration(self.cfg.control.reconnect_budget),
+                    if changed {
+                        "the baseline will be restored when the server returns"
+                    } else {
+                        "nothing of innopilot's is in effect"
+                    }
+                ),
+            });
+            if self.cfg.control.on_server_lost == OnServerLost::Exit {
+                return Err(ControlError::GaveUp(self.cfg.control.reconnect_budget));
+            }
+        }
+        Ok(())
+    }
+
+    /// Notices changes innopilot did not make.
+    fn reconcile(&mut self, live: &KnobValues) {
+        let dry_run = self.opts.dry_run;
+        let mut overridden = Vec::new();
+        for (knob, &seen) in live {
+            if !self.cfg.limits(*knob).manage || self.guard.is_operator_owned(*knob) {
+                continue;
+            }
+            if let Some((before, intended)) = self.uncertain.remove(knob) {
+                if seen == before || seen == intended {
+                    self.expected.insert(*knob, seen);
+                    continue;
+                }
+            }
+            let reference = if dry_run {
+                self.last_live.get(knob)
+            } else {
+                self.expected.get(knob)
+            };
+            if let Some(&expected) = reference {
+                if expected != seen {
+                    overridden.push((*knob, expected, seen));
+                }
+            }
+        }
+        self.last_live = live.clone();
+        for (knob, expected, seen) in overridden {
+            let now = self.last_signals.as_ref().map(|s| s.t_ms).unwrap_or(0);
+            self.guard.mark_operator_owned(knob, now, seen, expected);
+            self.expected.insert(knob, seen);
+            tracing::warn!(%knob, expected, seen, "changed by someone else: innopilot leaves it alone until `innopilot release {knob}` or a restart");
+            self.emit(Event::OperatorOverride {
+                knob,
+                expected,
+                seen,
+            });
+        }
+    }
+
+    fn check_release_requests(&mut self) {
+        let path = release_path(&self.cfg.control.state_file);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&path);
+        for name in text.split_whitespace() {
+            let Some(knob) = Knob::from_var_name(name) else {
+                continue;
+            };
+            if self.guard.release(knob) {
+                // The operator's value is what the server should return to from now
+                // on; policies start over so the hand-back causes no bump.
+                if let Some(&live) = self.last_live.get(&knob) {
+                    if let Err(e) = self.actuator.set_baseline_value(knob, live, now_unix_ms()) {
+                        tracing::warn!("state file: {e}");
+                    }
+                    self.expected.insert(knob, live);
+                }
+                for p in &mut self.policies {
+                    p.reset();
+                }
+                self.emit(Event::Released {
+                    knob,
+                    reason:
+                        "handed back by `innopilot release`; its current value is now its baseline"
+                            .into(),
+                });
+            }
+        }
+    }
+
+    async fn decide_and_act(&mut self, signals: &Signals) -> Result<(), ControlError> {
+        let Some(caps) = self.caps.clone() else {
+            return Ok(());
+        };
+        let baseline = self.actuator.baseline().clone();
+        let current = self.expected.clone();
+        let input = PolicyInput {
+            signals,
+            caps: &caps,
+            current: &current,
+            baseline: &baseline,
+        };
+        let mut proposals = Vec::new();
+        for p in &mut self.policies {
+            proposals.extend(p.decide(&input));
+        }
+        let decisions = arbitrate(proposals);
+        let mut changes = Vec::new();
+        let mut verdicts = BTreeMap::new();
+        for (knob, d) in decisions {
+            let Some(&cur) = current.get(&knob) else {
+                continue;
+            };
+            let verdict =
+                self.guard
+                    .review(signals.t_ms, knob, d.winner.value, cur, caps.knob(knob));
+            match &verdict {
+                Verdict::Apply { value, .. } => {
+                    changes.push((knob, cur, *value));
+                    self.last_reject.remove(&knob);
+                }
+                Verdict::NoChange { .. } => {
+                    self.last_reject.remove(&knob);
+                }
+                Verdict::Reject { reason, .. } => {
+                    let key = format!(
+                        "{}:{}",
+                        d.winner.value,
+                        reason.split(';').next().unwrap_or("")
+                    );
+                    let kind_key = format!("{:?}", verdict_kind(&verdict));
+                    if self
+                        .last_reject
+                        .get(&knob)
+                        .map(|k| k.starts_with(&kind_key))
+                        != Some(true)
+                    {
+                        self.last_reject.insert(knob, format!("{kind_key} {key}"));
+                        let rec = decision_event(
+                            &d,
+                            cur,
+                            d.winner.value,
+                            false,
+                            None,
+                            Outcome::Rejected,
+                            reason.clone(),
+                            vec![],
+                            signals,
+                        );
+                        self.emit(rec);
+                    }
+                }
+            }
+            verdicts.insert(knob, (verdict, d));
+        }
+        order_changes(&mut changes);
+        for (knob, from, to) in changes {
+            let Some((Verdict::Apply { notes, .. }, d)) = verdicts.remove(&knob) else {
+                continue;
+            };
+            self.stats.decisions += 1;
+            match self
+                .actuator
+                .apply(&mut self.server, knob, to, signals.sample.unix_ms)
+                .await
+            {
+                Ok(applied) => {
+                    self.guard.record_applied(signals.t_ms, knob);
+                    self.expected.insert(knob, applied.readback);
+                    let outcome = if self.opts.dry_run {
+                        Outcome::DryRun
+                    } else {
+                        self.stats.sets_applied += 1;
+                        Outcome::Applied
+                    };
+                    let ev = decision_event(
+                        &d,
+                        from,
+                        to,
+                        !self.opts.dry_run,
+                        (!self.opts.dry_run).then_some(applied.readback),
+                        outcome,
+                        d.winner.reason.clone(),
+                        notes,
+                        signals,
+                    );
+                    self.emit(ev);
+                }
+                Err(ActuatorError::State { source, .. }) => {
+                    let ev = decision_event(
+                        &d,
+                        from,
+                        to,
+                        false,
+                        None,
+                        Outcome::Failed,
+                        format!("state file not writable: {source}"),
+                        notes,
+                        signals,
+                    );
+                    self.emit(ev);
+                    return Err(ControlError::State(source));
+                }
+                Err(ActuatorError::Server(e)) => {
+                    self.stats.sets_failed += 1;
+                    // The SET may or may not have happened: the next sample's value
+                    // decides, before any further decision on this knob.
+                    self.uncertain.insert(knob, (from, to));
+                    let ev = decision_event(
+                        &d,
+                        from,
+                        to,
+                        false,
+                        None,
+                        Outcome::Failed,
+                        format!("{}: {e}", d.winner.reason),
+                        notes,
+                        signals,
+                    );
+                    self.emit(ev);
+                    if e.is_connection_lost() {
+                        return self.connection_lost(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn restore(&mut self, trigger: RestoreTrigger, live: &KnobValues) -> bool {
+        let skip: BTreeSet<Knob> = self.guard.operator_owned().map(|(k, _)| k).collect();
+        let results = self
+            .actuator
+            .restore(&mut self.server, live, &skip, now_unix_ms())
+            .await;
+        let mut ok = true;
+        for r in results {
+            ok &= r.error.is_none();
+            self.emit(Event::Restore {
+                trigger,
+                knob: r.knob,
+                from: r.from,
+                to: r.to,
+                ok: r.error.is_none(),
+                readback: r.readback,
+                error: r.error,
+            });
+        }
+        ok
+    }
+
+    /// Restores the baseline (live mode) within `control.restore_timeout`, writes the
+    /// final state, and records the stop. Returns whether the server is back at its
+    /// baseline (always true in dry-run, which changed nothing).
+    pub async fn shutdown(&mut self, reason: &str) -> bool {
+        let mut restored = true;
+        if !self.opts.dry_run {
+            let limit = self.cfg.control.restore_timeout;
+            let attempt = async {
+                if self.caps.is_none() {
+                    if let Ok(c) = self.server.probe().await {
+                        self.caps = Some(c);
+                    }
+                }
+                match self.server.read_knobs().await {
+                    Ok(live) => self.restore(RestoreTrigger::Exit, &live).await,
+                    Err(e) => {
+                        self.emit(Event::Warning {
+                            message: format!("cannot read the knobs to restore them: {e}"),
+                        });
+                        false
+                    }
+                }
+            };
+            restored = tokio::time::timeout(limit, attempt).await.unwrap_or(false);
+            if restored {
+                if let Err(e) = self.actuator.finish(now_unix_ms()) {
+                    tracing::warn!("cannot mark the state file clean: {e}");
+                }
+            } else {
+                tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
+            }
+        }
+        self.emit(Event::Stop {
+            reason: reason.to_string(),
+            restored,
+        });
+        restored
+    }
+}
+
+/// Restores what a crashed live run left changed: knobs still at innopilot's last value
+/// go back to the saved baseline; knobs changed by someone else since are left alone
+/// and reported. Returns whether everything that should be restored was.
+pub async fn recover<S: Server>(
+    server: &mut S,
+    saved: &StateFile,
+    target: &str,
+    audit: &mut AuditLog,
+    mode: Mode,
+) -> Result<bool, ServerError> {
+    if saved.server != target {
+        emit(
+            audit,
+            mode,
+            now_unix_ms(),
+            Event::Warning {
+                message: format!(
+                    "the state file belongs to another server ({}); not restoring from it",
+                    saved.server
+                ),
+            },
+        );
+        return Ok(false);
+    }
+    let live = server.read_knobs().await?;
+    let plan = recovery_plan(saved, &live);
+    let mut all_ok = true;
+    let mut restore = plan.restore;
+    order_changes(&mut restore);
+    for (knob, from, to) in restore {
+        let res = server.set_knob(knob, to).await;
+        let (readback, error) = match &res {
+            Ok(rb) => (Some(*rb), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        all_ok &= res.is_ok();
+        emit(
+            audit,
+            mode,
+            now_unix_ms(),
+            Event::Restore {
+                trigger: RestoreTrigger::CrashRecovery,
+                knob,
+                from,
+                to,
+                ok: res.is_ok(),
+                readback,
+                error,
+            },
+        );
+    }
+    for leave in &plan.leave {
+        emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
+    }
+    Ok(all_ok)
+}
+
+fn verdict_kind(v: &Verdict) -> Option<crate::guard::RejectKind> {
+    match v {
+        Verdict::Reject { kind, .. } => Some(*kind),
+        _ => None,
+    }
+}
+
+fn quote_account(account: &str) -> String {
+    match account.split_once('@') {
+        Some((u, h)) => format!("'{u}'@'{h}'"),
+        None => format!("'{account}'"),
+    }
+}
+
+fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) {
+    let rec = Record::new(unix_ms, mode, event);
+    if let Err(e) = audit.write(&rec) {
+        tracing::warn!("audit log: {e}");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decision_event(
+    d: &crate::policy::arbiter::Decision,
+    from: u64,
+    to: u64,
+    applied: bool,
+    readback: Option<u64>,
+    outcome: Outcome,
+    reason: String,
+    guard_notes: Vec<String>,
+    signals: &Signals,
+) -> Event {
+    Event::Decision {
+        policy: d.winner.policy.name().to_string(),
+        knob: d.winner.knob,
+        from,
+        to,
+        proposed: d.winner.value,
+        applied,
+        readback,
+        outcome,
+        reason,
+        guard_notes,
+        lost_to: d
+            .losers
+            .iter()
+            .map(|l| format!("{}: {} ({})", l.policy.name(), l.value, l.reason))
+            .collect(),
+        signals: compact_signals(signals),
+    }
+}

@@ -1,0 +1,86 @@
+//! The arbiter: one value per knob per tick. `Act` beats `Release`; among `Act`
+//! proposals the policy of highest priority (lowest [`PolicyId::priority`]) wins:
+//! avoid sync flush > protect the foreground > reduce debt > save I/O. The losers are
+//! kept so the audit log can say what lost.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Intent, Proposal};
+use crate::server::Knob;
+
+/// The winning proposal for one knob and the ones it beat.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub winner: Proposal,
+    pub losers: Vec<Proposal>,
+}
+
+fn rank(p: &Proposal) -> (u8, u8) {
+    let intent = match p.intent {
+        Intent::Act => 0,
+        Intent::Release => 1,
+    };
+    (intent, p.policy.priority())
+}
+
+/// Picks one proposal per knob. Stable: among equals, the first proposed wins.
+pub fn arbitrate(proposals: Vec<Proposal>) -> BTreeMap<Knob, Decision> {
+    let mut by_knob: BTreeMap<Knob, Vec<Proposal>> = BTreeMap::new();
+    for p in proposals {
+        by_knob.entry(p.knob).or_default().push(p);
+    }
+    by_knob
+        .into_iter()
+        .map(|(knob, mut ps)| {
+            let best = ps
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, p)| (rank(p), *i))
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            let winner = ps.remove(best);
+            (knob, Decision { winner, losers: ps })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyId;
+
+    fn p(policy: PolicyId, knob: Knob, value: u64, intent: Intent) -> Proposal {
+        Proposal {
+            policy,
+            knob,
+            value,
+            intent,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn priority_and_intent() {
+        let out = arbitrate(vec![
+            p(PolicyId::PurgeRate, Knob::PurgeThreads, 8, Intent::Act),
+            p(PolicyId::Watermark, Knob::PurgeThreads, 2, Intent::Act),
+            p(
+                PolicyId::Watermark,
+                Knob::MaxPurgeLagDelay,
+                0,
+                Intent::Release,
+            ),
+            p(
+                PolicyId::PurgeRate,
+                Knob::MaxPurgeLagDelay,
+                3000,
+                Intent::Act,
+            ),
+        ]);
+        assert_eq!(out[&Knob::PurgeThreads].winner.value, 2);
+        assert_eq!(out[&Knob::PurgeThreads].losers.len(), 1);
+        assert_eq!(out[&Knob::MaxPurgeLagDelay].winner.value, 3000);
+    }
+}

@@ -1,0 +1,782 @@
+//! Watermark policy: MariaDB 10.6.5's adaptive purge, brought back from outside the
+//! server and made configurable. It owns `innodb_purge_threads` (where it is dynamic,
+//! MariaDB ≥ 10.7.1) and, above the high watermark only, the DML-delay pair
+//! `innodb_max_purge_lag` / `innodb_max_purge_lag_delay` (MariaDB) or
+//! `innodb_purge_batch_size` (servers whose purge threads are read-only, i.e. MySQL).
+//!
+//! Purge writes redo. When redo fills up to the sync-flush point, users stall while
+//! pages are flushed (seed 003 measured TPS touching 0 with 4 or 8 purge threads), so
+//! the foreground gets the redo first and purge is throttled by redo fill:
+//!
+//! - fill = checkpoint age / sync point, in percent ([`Signals::redo_fill`] × 100);
+//! - below `low_pct` (seed: 20 %): N purge threads, N = `max_purge_threads`, or the
+//!   `innodb_purge_threads` found at start when that is 0;
+//! - `[low_pct, high_pct)` (seed: 20–80 %) is split into N equal buckets; bucket 1
+//!   runs N threads, bucket 2 N−1, …, bucket N one. With N = 4 and 20/80 the buckets
+//!   are 20–35, 35–50, 50–65 and 65–80 %;
+//! - at or above `high_pct`: one thread and "high mode". MariaDB 10.6.5 then paused
+//!   purge 10 ms between batches; no variable does that, so innopilot proposes the
+//!   nearest thing a server offers: on MariaDB a DML delay (`innodb_max_purge_lag` +
+//!   `innodb_max_purge_lag_delay`, which slows the writers that fill the redo), on MySQL
+//!   a smaller `innodb_purge_batch_size` (less redo per purge batch).
+//!
+//! A level changes only once the fill has moved `hysteresis_pct` points past the
+//! boundary in the direction of the move, so a fill wobbling around a boundary does not
+//! make purge threads flap. Leaving high mode therefore happens below
+//! `high_pct − hysteresis_pct`; from then on the high-mode knobs are released to their
+//! baseline every tick (the guard drops the no-ops).
+//!
+//! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
+
+use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use crate::config::{hard_range, WatermarkConfig};
+use crate::server::{Capabilities, Knob, KnobValues};
+
+/// Where the fill sits, from least to most throttled. The derived order is the
+/// throttling order: `Below < Bucket(1) < … < Bucket(N) < High`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Below,
+    /// 1-based bucket of `[low, high)`.
+    Bucket(u64),
+    High,
+}
+
+/// The level kept between ticks, with the N it was computed for: a level from another
+/// N (the baseline changed after a reconnect) means nothing and is not reused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct State {
+    n: Option<u64>,
+    level: Level,
+}
+
+/// The watermarks and bucket count of one decision.
+#[derive(Debug, Clone, Copy)]
+struct Bands {
+    low: f64,
+    high: f64,
+    n: u64,
+}
+
+impl Bands {
+    fn level_of(&self, pct: f64) -> Level {
+        // High first: with a (mis)configured high ≤ low, "at or above high" is the safe
+        // reading.
+        if pct >= self.high {
+            Level::High
+        } else if pct < self.low {
+            Level::Below
+        } else {
+            // low ≤ pct < high here, so the range is positive. Clamped because float
+            // rounding may land a hair outside 0..n.
+            let k = ((pct - self.low) / (self.high - self.low) * self.n as f64).floor();
+            Level::Bucket((k.max(0.0) as u64 + 1).min(self.n))
+        }
+    }
+
+    /// Boundary `i` of `0..=n`: 0 is the low watermark, n the high one.
+    fn edge(&self, i: u64) -> f64 {
+        if i >= self.n {
+            self.high
+        } else {
+            self.low + (self.high - self.low) * i as f64 / self.n as f64
+        }
+    }
+
+    /// The boundary a fill must leave behind to move up out of `level`.
+    fn upper_edge(&self, level: Level) -> f64 {
+        match level {
+            Level::Below => self.low,
+            Level::Bucket(k) => self.edge(k),
+            Level::High => f64::INFINITY,
+        }
+    }
+
+    /// The boundary a fill must leave behind to move down out of `level`.
+    fn lower_edge(&self, level: Level) -> f64 {
+        match level {
+            Level::Below => f64::NEG_INFINITY,
+            Level::Bucket(k) => self.edge(k - 1),
+            Level::High => self.high,
+        }
+    }
+
+    fn threads(&self, level: Level) -> u64 {
+        match level {
+            Level::Below => self.n,
+            Level::Bucket(k) => self.n + 1 - k,
+            Level::High => 1,
+        }
+    }
+
+    /// The next level from `current`, moving only when the fill is `h` points past the
+    /// boundary: shifting the fill back by `h` against the direction of the move and
+    /// reading its level gives exactly the levels whose boundary is cleared by `h`.
+    fn next_level(&self, current: Option<Level>, pct: f64, h: f64) -> Level {
+        let raw = self.level_of(pct);
+        match current {
+            None => raw,
+            Some(c) if raw > c => self.level_of(pct - h).max(c),
+            Some(c) if raw < c => self.level_of(pct + h).min(c),
+            Some(c) => c,
+        }
+    }
+
+    fn describe(&self, level: Level) -> String {
+        match level {
+            Level::Below => format!("below the low watermark {} %", num(self.low)),
+            Level::Bucket(k) => format!(
+                "in bucket {k} of {} ({}–{} %, watermarks {}–{} %)",
+                self.n,
+                num(self.edge(k - 1)),
+                num(self.edge(k)),
+                num(self.low),
+                num(self.high)
+            ),
+            Level::High => format!("at or above the high watermark {} %", num(self.high)),
+        }
+    }
+}
+
+/// A percentage for humans: at most one decimal, none when whole ("20", "27.5").
+fn num(x: f64) -> String {
+    let r = (x * 10.0).round() / 10.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+fn threads_word(t: u64) -> &'static str {
+    if t == 1 {
+        "purge thread"
+    } else {
+        "purge threads"
+    }
+}
+
+/// MariaDB 10.11's DML delay (trx0purge.cc, `trx_purge`), in µs, for a batch that
+/// handled pages; a batch that handled none (purge blocked by a read view) sets 0.
+fn mariadb_dml_delay_us(history: u64, max_purge_lag: u64, max_delay: u64) -> u64 {
+    if max_purge_lag == 0 || history <= max_purge_lag || max_delay == 0 {
+        return 0;
+    }
+    let d = history.saturating_mul(10_000) / max_purge_lag;
+    max_delay.min(d.saturating_sub(5_000))
+}
+
+/// The MariaDB 10.6.5 watermark buckets over redo fill. See the module documentation.
+pub struct Watermark {
+    cfg: WatermarkConfig,
+    state: Option<State>,
+}
+
+impl Watermark {
+    pub fn new(cfg: WatermarkConfig) -> Self {
+        Watermark { cfg, state: None }
+    }
+
+    /// N: configured, else the value found at start; at least 1 and at most what any
+    /// server accepts, so `N + 1` and the bucket arithmetic cannot overflow.
+    fn bucket_count(&self, baseline: &KnobValues) -> Option<u64> {
+        let n = match self.cfg.max_purge_threads {
+            0 => *baseline.get(&Knob::PurgeThreads)?,
+            n => n,
+        };
+        let (min, max) = hard_range(Knob::PurgeThreads);
+        Some(n.clamp(min.max(1), max))
+    }
+
+    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
+        Proposal {
+            policy: PolicyId::Watermark,
+            knob,
+            value,
+            intent,
+            reason,
+        }
+    }
+
+    fn purge_threads(&self, bands: &Bands, level: Level, pct: f64) -> Proposal {
+        let t = bands.threads(level);
+        let raw = bands.level_of(pct);
+        let mut reason = if raw == level {
+            format!("redo fill {pct:.1} % is {}", bands.describe(level))
+        } else {
+            let (edge, dir) = if raw > level {
+                (bands.upper_edge(level), "above")
+            } else {
+                (bands.lower_edge(level), "below")
+            };
+            format!(
+                "redo fill {pct:.1} % is not yet {} points {dir} the {} % boundary, so the level stays {}",
+                num(self.cfg.hysteresis_pct),
+                num(edge),
+                bands.describe(level)
+            )
+        };
+        reason.push_str(&format!(": {t} {}", threads_word(t)));
+        if level == Level::High {
+            reason.push_str(" (high mode)");
+        }
+        let intent = if t < bands.n {
+            Intent::Act
+        } else {
+            Intent::Release
+        };
+        self.propose(Knob::PurgeThreads, t, intent, reason)
+    }
+
+    /// High mode's extra brake, or handing it back outside high mode.
+    fn high_mode(
+        &self,
+        input: &PolicyInput<'_>,
+        bands: &Bands,
+        high: bool,
+        pct: f64,
+    ) -> Vec<Proposal> {
+        let caps: &Capabilities = input.caps;
+        let baseline = input.baseline;
+        let mut out = Vec::new();
+        let out_of_high = || {
+            format!(
+                "redo fill {pct:.1} % is out of high mode (high watermark {} % ± {} points)",
+                num(bands.high),
+                num(self.cfg.hysteresis_pct)
+            )
+        };
+        if caps.settable(Knob::PurgeThreads) {
+            // MariaDB ≥ 10.7.1. Its 10.6.5 pause between purge batches has no variable;
+            // a DML delay slows the writers filling the redo instead.
+            let lag = self.cfg.high_max_purge_lag;
+            let delay = self.cfg.high_delay_us;
+            let act_reason = || {
+                let now = match input.signals.history_len {
+                    Some(h) => format!(
+                        "; at history {h} that is {} µs",
+                        mariadb_dml_delay_us(h, lag, delay)
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "redo fill {pct:.1} % is at or above the high watermark {} %: DML delay \
+                     with innodb_max_purge_lag {lag} and innodb_max_purge_lag_delay {delay} µs. \
+                     MariaDB applies it only while purge handles pages (none while a read view \
+                     blocks purge), as min({delay}, 10000·history/{lag} − 5000) µs once history \
+                     exceeds {lag}{now}",
+                    num(bands.high)
+                )
+            };
+            for (knob, value) in [(Knob::MaxPurgeLag, lag), (Knob::MaxPurgeLagDelay, delay)] {
+                if !caps.settable(knob) {
+                    continue;
+                }
+                if high {
+                    out.push(self.propose(knob, value, Intent::Act, act_reason()));
+                } else if let Some(&base) = baseline.get(&knob) {
+                    let reason = format!("{}: {knob} back to its baseline {base}", out_of_high());
+                    out.push(self.propose(knob, base, Intent::Release, reason));
+                }
+            }
+        } else if caps.settable(Knob::PurgeBatchSize) {
+            // Purge threads are read-only here (MySQL, MariaDB < 10.7.1): smaller batches
+            // write less redo per batch. Never above the baseline: this is a brake. Without
+            // a baseline there is nothing to bound it by or to release it to.
+            if let Some(&base) = baseline.get(&Knob::PurgeBatchSize) {
+                if high {
+                    let v = self.cfg.high_batch_size.min(base).max(1);
+                    let reason = format!(
+                        "redo fill {pct:.1} % is at or above the high watermark {} % and purge \
+                         threads are read-only here: innodb_purge_batch_size {v} undo pages \
+                         (baseline {base}) so each purge batch writes less redo",
+                        num(bands.high)
+                    );
+                    out.push(self.propose(Knob::PurgeBatchSize, v, Intent::Act, reason));
+                } else {
+                    let reason = format!(
+                        "{}: innodb_purge_batch_size back to its baseline {base}",
+                        out_of_high()
+                    );
+                    out.push(self.propose(Knob::PurgeBatchSize, base, Intent::Release, reason));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Policy for Watermark {
+    fn id(&self) -> PolicyId {
+        PolicyId::Watermark
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
+        if !self.cfg.enabled {
+            return Vec::new();
+        }
+        // Unknown fill: hold everything, state included, rather than guess.
+        let Some(fill) = input.signals.redo_fill.filter(|f| f.is_finite()) else {
+            return Vec::new();
+        };
+        let pct = fill * 100.0;
+        let n = self.bucket_count(input.baseline);
+        // Without N there are no thread proposals, but high mode still needs tracking:
+        // one bucket gives it the same boundaries (low and high).
+        let bands = Bands {
+            low: self.cfg.low_pct,
+            high: self.cfg.high_pct,
+            n: n.unwrap_or(1),
+        };
+        let current = self.state.filter(|s| s.n == n).map(|s| s.level);
+        let level = bands.next_level(current, pct, self.cfg.hysteresis_pct);
+        self.state = Some(State { n, level });
+
+        let mut out = Vec::new();
+        if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
+            out.push(self.purge_threads(&bands, level, pct));
+        }
+        out.extend(self.high_mode(input, &bands, level == Level::High, pct));
+        out
+    }
+
+    fn reset(&mut self) {
+        self.state = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::sample::Signals;
+    use crate::server::flavor::{
+        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
+    };
+    use proptest::prelude::*;
+
+    fn cfg() -> WatermarkConfig {
+        Config::default().policy.watermark
+    }
+
+    /// Capabilities as probed: `read_only` is what MariaDB's SYSTEM_VARIABLES says;
+    /// MySQL says nothing (None) and innopilot's version table decides.
+    fn caps(version: &str, read_only: impl Fn(&str) -> Option<bool>) -> Capabilities {
+        let id = ServerIdentity::parse(version, "").unwrap();
+        let maria = version.contains("MariaDB");
+        let rows: Vec<VariableMeta> = Knob::ALL
+            .iter()
+            .map(|k| k.var_name())
+            .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
+            .map(|n| VariableMeta {
+                name: n.into(),
+                value: Some("1".into()),
+                read_only: read_only(n),
+                min: None,
+                max: None,
+            })
+            .collect();
+        Capabilities {
+            knobs: build_knob_caps(&id, &rows),
+            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
+            identity: id,
+            can_set_global: true,
+            account: "innopilot@localhost".into(),
+        }
+    }
+
+    fn mariadb() -> Capabilities {
+        caps("10.11.19-MariaDB", |_| Some(false))
+    }
+
+    fn mariadb_10_6() -> Capabilities {
+        caps("10.6.16-MariaDB", |n| Some(n == "innodb_purge_threads"))
+    }
+
+    fn mysql() -> Capabilities {
+        caps("8.0.40", |_| None)
+    }
+
+    fn baseline(threads: u64, batch: u64) -> KnobValues {
+        KnobValues::from([
+            (Knob::PurgeThreads, threads),
+            (Knob::PurgeBatchSize, batch),
+            (Knob::MaxPurgeLag, 0),
+            (Knob::MaxPurgeLagDelay, 0),
+        ])
+    }
+
+    fn signals(pct: Option<f64>) -> Signals {
+        Signals {
+            redo_fill: pct.map(|p| p / 100.0),
+            history_len: Some(250_000),
+            ..Signals::default()
+        }
+    }
+
+    fn decide(
+        w: &mut Watermark,
+        caps: &Capabilities,
+        base: &KnobValues,
+        pct: Option<f64>,
+    ) -> Vec<Proposal> {
+        let s = signals(pct);
+        let input = PolicyInput {
+            signals: &s,
+            caps,
+            current: base,
+            baseline: base,
+        };
+        w.decide(&input)
+    }
+
+    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
+        ps.iter().find(|p| p.knob == knob)
+    }
+
+    fn threads(w: &mut Watermark, pct: f64) -> u64 {
+        let ps = decide(w, &mariadb(), &baseline(4, 127), Some(pct));
+        find(&ps, Knob::PurgeThreads)
+            .expect("a purge threads proposal")
+            .value
+    }
+
+    #[test]
+    fn four_threads_map_to_buckets() {
+        for (pct, want, intent) in [
+            (10.0, 4, Intent::Release),
+            (25.0, 4, Intent::Release),
+            (40.0, 3, Intent::Act),
+            (55.0, 2, Intent::Act),
+            (70.0, 1, Intent::Act),
+            (85.0, 1, Intent::Act),
+        ] {
+            let mut w = Watermark::new(cfg());
+            let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(pct));
+            let p = find(&ps, Knob::PurgeThreads).unwrap();
+            assert_eq!((p.value, p.intent), (want, intent), "{pct} %: {}", p.reason);
+            assert_eq!(p.policy, PolicyId::Watermark);
+        }
+    }
+
+    #[test]
+    fn reasons_carry_the_numbers() {
+        let mut w = Watermark::new(cfg());
+        let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(63.2));
+        assert_eq!(
+            find(&ps, Knob::PurgeThreads).unwrap().reason,
+            "redo fill 63.2 % is in bucket 3 of 4 (50–65 %, watermarks 20–80 %): 2 purge threads"
+        );
+        let mut w = Watermark::new(cfg());
+        let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(12.0));
+        assert_eq!(
+            find(&ps, Knob::PurgeThreads).unwrap().reason,
+            "redo fill 12.0 % is below the low watermark 20 %: 4 purge threads"
+        );
+        let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(21.0));
+        let r = &find(&ps, Knob::PurgeThreads).unwrap().reason;
+        assert!(
+            r.contains("not yet 2 points above the 20 % boundary"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn boundaries_belong_to_the_upper_level() {
+        // Watermarks whose edges (25, 37.5, 50, 62.5, 75 %) are exact binary fractions,
+        // so fill × 100 lands exactly on them.
+        let at = |pct: f64| {
+            let mut w = Watermark::new(WatermarkConfig {
+                low_pct: 25.0,
+                high_pct: 75.0,
+                ..cfg()
+            });
+            let t = threads(&mut w, pct);
+            (t, w.state.unwrap().level)
+        };
+        assert_eq!(at(25.0), (4, Level::Bucket(1)));
+        assert_eq!(at(37.5), (3, Level::Bucket(2)));
+        assert_eq!(at(62.5), (1, Level::Bucket(4)));
+        assert_eq!(at(75.0), (1, Level::High));
+    }
+
+    #[test]
+    fn hysteresis_does_not_flap_around_a_boundary() {
+        // Boundary between bucket 1 (4 threads) and bucket 2 (3 threads) at 35 %.
+        let mut w = Watermark::new(cfg());
+        let seen: Vec<u64> = [34.9, 35.1, 34.9, 35.1, 34.9, 36.9]
+            .iter()
+            .map(|p| threads(&mut w, *p))
+            .collect();
+        assert_eq!(seen, [4; 6]);
+        // Starting on the other side holds the other level just as well.
+        let mut w = Watermark::new(cfg());
+        let seen: Vec<u64> = [35.1, 34.9, 35.1, 34.9, 33.1]
+            .iter()
+            .map(|p| threads(&mut w, *p))
+            .collect();
+        assert_eq!(seen, [3; 5]);
+        // Two points past the boundary, it moves.
+        assert_eq!(threads(&mut w, 32.9), 4);
+        assert_eq!(threads(&mut w, 36.9), 4);
+        assert_eq!(threads(&mut w, 37.1), 3);
+    }
+
+    #[test]
+    fn big_moves_skip_buckets() {
+        let mut w = Watermark::new(cfg());
+        assert_eq!(threads(&mut w, 10.0), 4);
+        assert_eq!(threads(&mut w, 70.0), 1);
+        assert_eq!(threads(&mut w, 40.0), 3);
+    }
+
+    #[test]
+    fn high_mode_on_mariadb_sets_the_dml_delay() {
+        let mut w = Watermark::new(cfg());
+        let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(85.0));
+        let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
+        let delay = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!((lag.value, lag.intent), (100_000, Intent::Act));
+        assert_eq!((delay.value, delay.intent), (10_000, Intent::Act));
+        assert!(
+            delay.reason.contains("only while purge handles pages"),
+            "{}",
+            delay.reason
+        );
+        assert!(
+            delay
+                .reason
+                .contains("min(10000, 10000·history/100000 − 5000)"),
+            "{}",
+            delay.reason
+        );
+        // history 250 000 → 10000·2.5 − 5000 = 20 000, capped at 10 000.
+        assert!(
+            delay.reason.contains("at history 250000 that is 10000 µs"),
+            "{}",
+            delay.reason
+        );
+        assert!(find(&ps, Knob::PurgeBatchSize).is_none());
+        assert_eq!(find(&ps, Knob::PurgeThreads).unwrap().value, 1);
+        assert_eq!(ps.len(), 3);
+    }
+
+    #[test]
+    fn high_mode_without_purge_threads_shrinks_the_batch() {
+        for caps in [mysql(), mariadb_10_6()] {
+            let mut w = Watermark::new(cfg());
+            let ps = decide(&mut w, &caps, &baseline(4, 300), Some(85.0));
+            assert_eq!(ps.len(), 1, "{ps:?}");
+            let b = find(&ps, Knob::PurgeBatchSize).unwrap();
+            assert_eq!((b.value, b.intent), (100, Intent::Act), "{}", b.reason);
+            assert!(b.reason.contains("baseline 300"), "{}", b.reason);
+            // Never above the baseline.
+            let mut w = Watermark::new(cfg());
+            let ps = decide(&mut w, &caps, &baseline(4, 50), Some(85.0));
+            assert_eq!(find(&ps, Knob::PurgeBatchSize).unwrap().value, 50);
+        }
+    }
+
+    #[test]
+    fn leaving_high_mode_releases_what_it_set() {
+        let mut w = Watermark::new(cfg());
+        let base = baseline(4, 127);
+        decide(&mut w, &mariadb(), &base, Some(85.0));
+        // 79 % is within the hysteresis: still high mode.
+        let ps = decide(&mut w, &mariadb(), &base, Some(79.0));
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
+            Intent::Act
+        );
+        // Below 80 − 2: bucket 4, and the delay pair goes back to the baseline.
+        let ps = decide(&mut w, &mariadb(), &base, Some(77.9));
+        assert_eq!(find(&ps, Knob::PurgeThreads).unwrap().value, 1);
+        for knob in [Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay] {
+            let p = find(&ps, knob).unwrap();
+            assert_eq!((p.value, p.intent), (0, Intent::Release), "{}", p.reason);
+            assert!(p.reason.contains("back to its baseline 0"), "{}", p.reason);
+        }
+        // Kept up on later ticks.
+        let ps = decide(&mut w, &mariadb(), &base, Some(10.0));
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLag).unwrap().intent,
+            Intent::Release
+        );
+        assert_eq!(
+            find(&ps, Knob::PurgeThreads).unwrap().intent,
+            Intent::Release
+        );
+
+        let mut w = Watermark::new(cfg());
+        let base = baseline(4, 300);
+        decide(&mut w, &mysql(), &base, Some(90.0));
+        let ps = decide(&mut w, &mysql(), &base, Some(60.0));
+        let b = find(&ps, Knob::PurgeBatchSize).unwrap();
+        assert_eq!((b.value, b.intent), (300, Intent::Release));
+        // A release needs a baseline to hand back.
+        let ps = decide(&mut w, &mysql(), &KnobValues::new(), Some(60.0));
+        assert!(ps.is_empty(), "{ps:?}");
+    }
+
+    #[test]
+    fn unknown_fill_holds_everything() {
+        let mut w = Watermark::new(cfg());
+        assert_eq!(threads(&mut w, 40.0), 3);
+        assert!(decide(&mut w, &mariadb(), &baseline(4, 127), None).is_empty());
+        let mut s = signals(None);
+        s.redo_fill = Some(f64::NAN);
+        let base = baseline(4, 127);
+        let input = PolicyInput {
+            signals: &s,
+            caps: &mariadb(),
+            current: &base,
+            baseline: &base,
+        };
+        assert!(w.decide(&input).is_empty());
+        // The level survived the gap: 36 % is within the hysteresis of 35 %.
+        assert_eq!(threads(&mut w, 36.0), 3);
+    }
+
+    #[test]
+    fn reset_forgets_the_level() {
+        let mut w = Watermark::new(cfg());
+        assert_eq!(threads(&mut w, 40.0), 3);
+        assert_eq!(threads(&mut w, 34.0), 3);
+        w.reset();
+        assert_eq!(threads(&mut w, 34.0), 4);
+    }
+
+    #[test]
+    fn disabled_proposes_nothing() {
+        let mut w = Watermark::new(WatermarkConfig {
+            enabled: false,
+            ..cfg()
+        });
+        assert!(decide(&mut w, &mariadb(), &baseline(4, 127), Some(90.0)).is_empty());
+    }
+
+    #[test]
+    fn bucket_count_from_config_or_baseline() {
+        let mut w = Watermark::new(WatermarkConfig {
+            max_purge_threads: 8,
+            ..cfg()
+        });
+        // 8 buckets of 7.5 points: 40 % is bucket 3 → 6 threads.
+        assert_eq!(threads(&mut w, 40.0), 6);
+        assert_eq!(threads(&mut w, 10.0), 8);
+        // Neither known: no thread proposals, but high mode still works.
+        let mut w = Watermark::new(cfg());
+        let base = KnobValues::from([(Knob::MaxPurgeLag, 0), (Knob::MaxPurgeLagDelay, 0)]);
+        let ps = decide(&mut w, &mariadb(), &base, Some(40.0));
+        assert!(find(&ps, Knob::PurgeThreads).is_none());
+        let ps = decide(&mut w, &mariadb(), &base, Some(90.0));
+        assert!(find(&ps, Knob::PurgeThreads).is_none());
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
+            Intent::Act
+        );
+    }
+
+    #[test]
+    fn mariadb_delay_formula() {
+        assert_eq!(mariadb_dml_delay_us(100_000, 100_000, 10_000), 0);
+        assert_eq!(mariadb_dml_delay_us(100_001, 100_000, 10_000), 5_000);
+        assert_eq!(mariadb_dml_delay_us(120_000, 100_000, 10_000), 7_000);
+        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 10_000), 10_000);
+        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 0), 0);
+        assert_eq!(mariadb_dml_delay_us(714_000, 0, 10_000), 0);
+    }
+
+    /// Valid configurations as `Config::parse` accepts them: high > low + hysteresis.
+    fn any_cfg(max_hyst: f64) -> impl Strategy<Value = WatermarkConfig> {
+        (0.0..100.0f64, 0.0..=max_hyst, 0.01..30.0f64, 1u64..=5000).prop_map(
+            move |(low, h, extra, batch)| WatermarkConfig {
+                low_pct: low,
+                hysteresis_pct: h,
+                high_pct: low + h + extra,
+                high_batch_size: batch,
+                ..cfg()
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn proposals_stay_in_bounds(
+            cfg in any_cfg(20.0),
+            n in 1u64..=32,
+            n_from_config in any::<bool>(),
+            batch_base in 1u64..=5000,
+            on_mariadb in any::<bool>(),
+            fills in prop::collection::vec(0.0..150.0f64, 1..80),
+        ) {
+            let caps = if on_mariadb { mariadb() } else { mysql() };
+            let cfg = WatermarkConfig {
+                max_purge_threads: if n_from_config { n } else { 0 },
+                ..cfg
+            };
+            let base = baseline(if n_from_config { 4 } else { n }, batch_base);
+            let mut w = Watermark::new(cfg);
+            for pct in fills {
+                let ps = decide(&mut w, &caps, &base, Some(pct));
+                for p in &ps {
+                    prop_assert_eq!(ps.iter().filter(|q| q.knob == p.knob).count(), 1);
+                    match p.knob {
+                        Knob::PurgeThreads => {
+                            prop_assert!((1..=n).contains(&p.value), "{pct}: {p:?}");
+                            prop_assert_eq!(p.intent == Intent::Release, p.value == n);
+                        }
+                        Knob::PurgeBatchSize => {
+                            prop_assert!((1..=batch_base).contains(&p.value), "{pct}: {p:?}");
+                        }
+                        Knob::MaxPurgeLag | Knob::MaxPurgeLagDelay => prop_assert!(on_mariadb),
+                        other => prop_assert!(false, "unexpected knob {other}"),
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn more_fill_never_means_more_threads(
+            cfg in any_cfg(0.0),
+            n in 1u64..=32,
+            a in 0.0..150.0f64,
+            b in 0.0..150.0f64,
+        ) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let mut w = Watermark::new(WatermarkConfig { max_purge_threads: n, ..cfg.clone() });
+            let t_lo = threads(&mut w, lo);
+            let mut w = Watermark::new(WatermarkConfig { max_purge_threads: n, ..cfg });
+            let t_hi = threads(&mut w, hi);
+            prop_assert!(t_lo >= t_hi, "{lo} % → {t_lo}, {hi} % → {t_hi}");
+        }
+
+        /// Turning back takes a swing of more than twice the hysteresis: an up move needs
+        /// boundary + h, the following down move boundary − h (and vice versa).
+        #[test]
+        fn reversals_need_twice_the_hysteresis(
+            cfg in any_cfg(20.0),
+            n in 1u64..=32,
+            fills in prop::collection::vec(0.0..150.0f64, 1..80),
+        ) {
+            let h = cfg.hysteresis_pct;
+            let mut w = Watermark::new(WatermarkConfig { max_purge_threads: n, ..cfg });
+            let mut last_move: Option<(f64, bool)> = None;
+            let mut level = None;
+            for pct in fills {
+                threads(&mut w, pct);
+                let now = w.state.unwrap().level;
+                if let Some(prev) = level.filter(|l| *l != now) {
+                    let up = now > prev;
+                    if let Some((at, was_up)) = last_move {
+                        if was_up != up {
+                            prop_assert!((pct - at).abs() > 2.0 * h - 1e-9, "{at} → {pct} with h {h}");
+                        }
+                    }
+                    last_move = Some((pct, up));
+                }
+                level = Some(now);
+            }
+        }
+    }
+}

@@ -1,0 +1,630 @@
+//! Crash safety: the state file and the crash-recovery plan.
+//!
+//! While innopilot runs, `control.state_file` holds the baseline (the knob values found
+//! at start) and the value innopilot last set for each knob, written atomically
+//! *before* each `SET GLOBAL`. If innopilot dies without restoring the baseline, the
+//! next start finds `clean: false` and uses [`recovery_plan`] to put back only what
+//! innopilot itself changed: a knob someone else has changed since is left alone and
+//! reported.
+//!
+//! This module owns the file format ([`StateFile`]), durable writes ([`StateStore`])
+//! and the recovery rule; talking to the server is the caller's job.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::server::{Knob, KnobValues};
+
+/// The state file format version this build writes and reads.
+pub const STATE_VERSION: u32 = 1;
+
+/// What `control.state_file` holds.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct StateFile {
+    /// Format version, [`STATE_VERSION`].
+    pub version: u32,
+    /// `false` while innopilot runs; `true` after a clean exit with the baseline
+    /// restored. A `false` found at start means the previous run crashed (or is still
+    /// running: see `pid`).
+    pub clean: bool,
+    /// Process id of the innopilot that wrote the file.
+    pub pid: u32,
+    /// Identity of the server, e.g. "MariaDB 10.11.19 at root@127.0.0.1:3306". Never a
+    /// password.
+    pub server: String,
+    pub started_unix_ms: u64,
+    /// Values found at start: what innopilot restores.
+    pub baseline: KnobValues,
+    /// What innopilot last set, per knob; written before each SET, so after a crash a
+    /// knob's entry may be one SET ahead of the server (which the recovery rule treats
+    /// as "someone else changed it", the safe side).
+    pub last_set: KnobValues,
+    pub updated_unix_ms: u64,
+}
+
+impl StateFile {
+    /// The state of a run that has just read its baseline and set nothing yet.
+    pub fn new(pid: u32, server: String, now_unix_ms: u64, baseline: KnobValues) -> StateFile {
+        StateFile {
+            version: STATE_VERSION,
+            clean: false,
+            pid,
+            server,
+            started_unix_ms: now_unix_ms,
+            baseline,
+            last_set: KnobValues::new(),
+            updated_unix_ms: now_unix_ms,
+        }
+    }
+
+    /// Notes that innopilot is about to set `knob` to `value` (save before the SET).
+    pub fn record_set(&mut self, knob: Knob, value: u64, now_unix_ms: u64) {
+        self.last_set.insert(knob, value);
+        self.updated_unix_ms = now_unix_ms;
+    }
+
+    /// Checks what serde cannot: the version, and that every knob innopilot set has a
+    /// baseline to go back to.
+    fn validate(&self) -> Result<(), String> {
+        if self.version != STATE_VERSION {
+            return Err(format!(
+                "format version {} (this innopilot reads version {STATE_VERSION})",
+                self.version
+            ));
+        }
+        if let Some(k) = self
+            .last_set
+            .keys()
+            .find(|k| !self.baseline.contains_key(k))
+        {
+            return Err(format!("last_set has {k} but baseline does not"));
+        }
+        Ok(())
+    }
+}
+
+/// A state file problem. Every message names the file and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot read state file {}: {message}", path.display())]
+    Read { path: PathBuf, message: String },
+    #[error(
+        "state file {} is unusable: {message}. It records the values innopilot found at \
+         start and what it last set; inspect it (restore those values by hand if the \
+         server still has innopilot's), then remove it to start afresh",
+        path.display()
+    )]
+    Corrupt { path: PathBuf, message: String },
+    #[error("cannot write state file {}: {message}. {hint}", path.display())]
+    Write {
+        path: PathBuf,
+        message: String,
+        hint: String,
+    },
+}
+
+/// Reads and writes the state file durably.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    path: PathBuf,
+}
+
+/// Distinguishes temp files of concurrent saves within one process (tests).
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl StateStore {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StateStore { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved state; `None` when there is no file (first run).
+    pub fn load(&self) -> Result<Option<StateFile>, StateError> {
+        let text = match fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StateError::Read {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let corrupt = |message: String| StateError::Corrupt {
+            path: self.path.clone(),
+            message,
+        };
+        let state: StateFile = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        state.validate().map_err(corrupt)?;
+        Ok(Some(state))
+    }
+
+    /// Replaces the file atomically: a crash at any point leaves either the old or the
+    /// new content, never a torn file, because the new content is written and fsynced
+    /// under a temporary name in the same directory, renamed over, and the directory
+    /// fsynced so the rename itself survives a power loss.
+    pub fn save(&self, s: &StateFile) -> Result<(), StateError> {
+        // Refuse to write what load() would refuse to read: a crash would then leave a
+        // file the next start cannot use.
+        s.validate()
+            .map_err(|m| self.write_error(io::Error::other(m)))?;
+        let mut text = serde_json::to_vec_pretty(s).map_err(|e| self.write_error(e.into()))?;
+        text.push(b'\n');
+        let (dir, tmp) = self.temp_path("tmp")?;
+        let result = write_synced(&tmp, &text)
+            .and_then(|()| fs::rename(&tmp, &self.path))
+            .and_then(|()| sync_dir(&dir));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map_err(|e| self.write_error(e))
+    }
+
+    /// Proves the file can be saved: creates the directory if missing (mode 0700),
+    /// then writes, fsyncs and renames a probe file there. Live mode calls this before
+    /// touching the server, so a bad path fails at start rather than before the first
+    /// SET.
+    pub fn check_writable(&self) -> Result<(), StateError> {
+        let (dir, probe) = self.temp_path("probe")?;
+        if !dir.exists() {
+            create_private_dir(&dir).map_err(|e| self.write_error(e))?;
+        }
+        if self.path.is_dir() {
+            return Err(self.write_error(io::Error::other("it is a directory")));
+        }
+        let renamed = probe.with_extension("renamed");
+        let result = write_synced(&probe, b"{}\n").and_then(|()| fs::rename(&probe, &renamed));
+        let _ = fs::remove_file(&probe);
+        let _ = fs::remove_file(&renamed);
+        result.map_err(|e| self.write_error(e))
+    }
+
+    /// The directory (for fsync) and a temp file name in it, unique per process and
+    /// call, hidden so that globbing `*.json` never picks it up.
+    fn temp_path(&self, what: &str) -> Result<(PathBuf, PathBuf), StateError> {
+        let name = self.path.file_name().ok_or_else(|| StateError::Write {
+            path: self.path.clone(),
+            message: "the path does not name a file".into(),
+            hint: "Set control.state_file to a file path such as /var/lib/innopilot/state.json"
+                .into(),
+        })?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(
+            ".{}.{what}-{}-{seq}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        Ok((dir, tmp))
+    }
+
+    fn write_error(&self, e: io::Error) -> StateError {
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+            _ => ".".into(),
+        };
+        let hint = match e.kind() {
+            io::ErrorKind::StorageFull => format!("Free space on the file system of {dir}"),
+            _ => format!(
+                "Create {dir} owned by the user innopilot runs as (mode 0700), or set \
+                 control.state_file to a writable path"
+            ),
+        };
+        StateError::Write {
+            path: self.path.clone(),
+            message: e.to_string(),
+            hint,
+        }
+    }
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    // Only Unix can open and fsync a directory; elsewhere the rename is as durable as
+    // the platform makes it.
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
+}
+
+/// Why crash recovery leaves a knob alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaveReason {
+    /// The live value is neither innopilot's last value nor the baseline: someone else
+    /// set it after innopilot did, and their value wins.
+    ChangedSince,
+    /// The server did not report the knob (different server, version or privileges).
+    NotReadable,
+    /// The state has no baseline for the knob, so there is nothing to go back to
+    /// (only a hand-edited file can get here: `load` rejects such files).
+    NoBaseline,
+}
+
+impl std::fmt::Display for LeaveReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LeaveReason::ChangedSince => {
+                "changed by someone else since innopilot set it; their value is kept"
+            }
+            LeaveReason::NotReadable => "the server does not report this variable now",
+            LeaveReason::NoBaseline => "the state file has no baseline for it",
+        })
+    }
+}
+
+/// A knob crash recovery does not touch, for the audit log and the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leave {
+    pub knob: Knob,
+    /// Value in effect now; `None` when the server did not report it.
+    pub live: Option<u64>,
+    /// What innopilot last set (or was about to set when it died).
+    pub last_set: u64,
+    /// `None` only with [`LeaveReason::NoBaseline`].
+    pub baseline: Option<u64>,
+    pub reason: LeaveReason,
+}
+
+/// What to do after a crash, knob by knob; every knob in `last_set` is in exactly one
+/// list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// `(knob, live value, baseline)`: still at innopilot's value; set back.
+    pub restore: Vec<(Knob, u64, u64)>,
+    /// Not innopilot's to restore any more.
+    pub leave: Vec<Leave>,
+    /// Already at the baseline; nothing to do.
+    pub already_baseline: Vec<Knob>,
+}
+
+impl RecoveryPlan {
+    /// Nothing to restore and nothing to report.
+    pub fn is_empty(&self) -> bool {
+        self.restore.is_empty() && self.leave.is_empty()
+    }
+}
+
+/// Crash recovery: given the saved state and the values in effect now, which knobs to
+/// restore and which to leave.
+///
+/// A knob is restored only when its live value is exactly what innopilot last set: any
+/// other value means an operator (or another tool) has taken over, and overwriting
+/// their choice with a stale baseline would be worse than leaving it.
+pub fn recovery_plan(saved: &StateFile, live: &KnobValues) -> RecoveryPlan {
+    let mut plan = RecoveryPlan::default();
+    for (&knob, &last) in &saved.last_set {
+        // Without a baseline there is nothing to restore to; leave rather than guess.
+        let Some(&base) = saved.baseline.get(&knob) else {
+            plan.leave.push(Leave {
+                knob,
+                live: live.get(&knob).copied(),
+                last_set: last,
+                baseline: None,
+                reason: LeaveReason::NoBaseline,
+            });
+            continue;
+        };
+        match live.get(&knob).copied() {
+            Some(now) if now == base => plan.already_baseline.push(knob),
+            Some(now) if now == last => plan.restore.push((knob, now, base)),
+            now => plan.leave.push(Leave {
+                knob,
+                live: now,
+                last_set: last,
+                baseline: Some(base),
+                reason: if now.is_some() {
+                    LeaveReason::ChangedSince
+                } else {
+                    LeaveReason::NotReadable
+                },
+            }),
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample_state() -> StateFile {
+        let baseline: KnobValues = [
+            (Knob::PurgeThreads, 4),
+            (Knob::MaxPurgeLag, 0),
+            (Knob::IoCapacity, 200),
+            (Knob::MaxUndoLogSize, 10 << 30),
+        ]
+        .into();
+        let mut s = StateFile::new(
+            4242,
+            "MariaDB 10.11.19 at root@127.0.0.1:3306".into(),
+            1_700_000_000_000,
+            baseline,
+        );
+        s.record_set(Knob::PurgeThreads, 2, 1_700_000_001_000);
+        s
+    }
+
+    fn dir_entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn missing_file_is_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(
+            StateStore::new(d.path().join("state.json")).load().unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        let mut s = sample_state();
+        store.save(&s).unwrap();
+        assert_eq!(store.load().unwrap(), Some(s.clone()));
+
+        // Knobs serialize as variable names, so a DBA can read the file.
+        let text = fs::read_to_string(store.path()).unwrap();
+        assert!(text.contains("\"innodb_purge_threads\": 2"), "{text}");
+
+        s.record_set(Knob::IoCapacity, 20_000, 1_700_000_002_000);
+        s.clean = true;
+        store.save(&s).unwrap();
+        assert_eq!(store.load().unwrap(), Some(s));
+    }
+
+    #[test]
+    fn save_leaves_no_temp_files() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        let mut s = sample_state();
+        for i in 0..20 {
+            s.record_set(Knob::IoCapacity, 200 + i, 1_700_000_000_000 + i);
+            store.save(&s).unwrap();
+        }
+        store.check_writable().unwrap();
+        assert_eq!(dir_entries(d.path()), vec!["state.json".to_string()]);
+    }
+
+    #[test]
+    fn bare_file_name_means_current_dir() {
+        // A bare file name has an empty parent; it must mean ".", not "".
+        let (dir, tmp) = StateStore::new("state.json").temp_path("tmp").unwrap();
+        assert_eq!(dir, PathBuf::from("."));
+        assert!(tmp.starts_with("."));
+    }
+
+    #[test]
+    fn corrupt_file_names_path_and_fix() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("state.json");
+        let store = StateStore::new(&path);
+        for bad in ["{\"version\": 1, \"clean\": tru", "", "[]"] {
+            fs::write(&path, bad).unwrap();
+            let e = store.load().unwrap_err();
+            assert!(matches!(e, StateError::Corrupt { .. }), "{e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains(&path.display().to_string()), "{msg}");
+            assert!(msg.contains("remove it"), "{msg}");
+        }
+
+        let mut s = sample_state();
+        s.version = 2;
+        fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
+        let msg = store.load().unwrap_err().to_string();
+        assert!(msg.contains("version 2"), "{msg}");
+
+        let mut s = sample_state();
+        s.last_set.insert(Knob::PurgeBatchSize, 100);
+        fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
+        let msg = store.load().unwrap_err().to_string();
+        assert!(msg.contains("innodb_purge_batch_size"), "{msg}");
+        // ... and save refuses to write such a state in the first place.
+        assert!(store.save(&s).is_err());
+    }
+
+    #[test]
+    fn check_writable_creates_private_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("var/lib/innopilot");
+        let store = StateStore::new(dir.join("state.json"));
+        store.check_writable().unwrap();
+        assert!(dir.is_dir());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            // The umask may only remove bits.
+            assert_eq!(mode & !0o700, 0, "{mode:o}");
+        }
+        assert!(dir_entries(&dir).is_empty());
+        assert_eq!(store.load().unwrap(), None);
+    }
+
+    fn assert_write_error(e: StateError, path: &Path) {
+        let msg = e.to_string();
+        assert!(matches!(e, StateError::Write { .. }), "{e:?}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("control.state_file"), "{msg}");
+    }
+
+    #[test]
+    fn unwritable_path_is_a_clear_error() {
+        // A path under a regular file fails for everyone, root included.
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let path = f.path().join("state.json");
+        let store = StateStore::new(&path);
+        assert_write_error(store.check_writable().unwrap_err(), &path);
+        assert_write_error(store.save(&sample_state()).unwrap_err(), &path);
+
+        // A read-only directory fails unless permission checks do not apply (root).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let d = tempfile::tempdir().unwrap();
+            let ro = d.path().join("ro");
+            fs::create_dir(&ro).unwrap();
+            fs::set_permissions(&ro, fs::Permissions::from_mode(0o500)).unwrap();
+            let checks_apply = fs::write(ro.join("probe"), b"").is_err();
+            let path = ro.join("state.json");
+            let store = StateStore::new(&path);
+            if checks_apply {
+                assert_write_error(store.check_writable().unwrap_err(), &path);
+                assert_write_error(store.save(&sample_state()).unwrap_err(), &path);
+            }
+            fs::set_permissions(&ro, fs::Permissions::from_mode(0o700)).unwrap();
+        }
+    }
+
+    #[test]
+    fn state_file_path_is_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path());
+        assert!(store.check_writable().is_err());
+        let store = StateStore::new(d.path().join("sub"));
+        fs::create_dir(d.path().join("sub")).unwrap();
+        assert!(store.check_writable().is_err());
+    }
+
+    fn state(baseline: &[(Knob, u64)], last: &[(Knob, u64)]) -> StateFile {
+        let mut s = StateFile::new(1, "test".into(), 0, baseline.iter().copied().collect());
+        for &(k, v) in last {
+            s.record_set(k, v, 1);
+        }
+        s
+    }
+
+    #[test]
+    fn recovery_plan_cases() {
+        use Knob::*;
+        let s = state(
+            &[
+                (PurgeThreads, 4),
+                (IoCapacity, 200),
+                (MaxPurgeLag, 0),
+                (MaxPurgeLagDelay, 0),
+                (PurgeBatchSize, 300),
+                (UndoLogTruncate, 0),
+            ],
+            &[
+                (PurgeThreads, 2),     // still ours → restore
+                (IoCapacity, 2000),    // operator set 5000 → leave
+                (MaxPurgeLag, 100),    // already back at baseline
+                (MaxPurgeLagDelay, 5), // not readable now → leave
+                (UndoLogTruncate, 0),  // innopilot set the baseline itself
+            ],
+        );
+        let live: KnobValues = [
+            (PurgeThreads, 2),
+            (IoCapacity, 5000),
+            (MaxPurgeLag, 0),
+            (PurgeBatchSize, 999), // never set by innopilot: not its business
+            (UndoLogTruncate, 0),
+        ]
+        .into();
+        let p = recovery_plan(&s, &live);
+        assert_eq!(p.restore, vec![(PurgeThreads, 2, 4)]);
+        assert_eq!(
+            p.leave,
+            vec![
+                Leave {
+                    knob: MaxPurgeLagDelay,
+                    live: None,
+                    last_set: 5,
+                    baseline: Some(0),
+                    reason: LeaveReason::NotReadable,
+                },
+                Leave {
+                    knob: IoCapacity,
+                    live: Some(5000),
+                    last_set: 2000,
+                    baseline: Some(200),
+                    reason: LeaveReason::ChangedSince,
+                },
+            ]
+        );
+        assert_eq!(p.already_baseline, vec![MaxPurgeLag, UndoLogTruncate]);
+        assert!(!p.is_empty());
+
+        assert!(recovery_plan(&state(&[(PurgeThreads, 4)], &[]), &live).is_empty());
+    }
+
+    fn knob_map() -> impl Strategy<Value = KnobValues> {
+        // Few distinct values so that equal live / last / baseline values are common.
+        proptest::collection::btree_map(
+            proptest::sample::select(Knob::ALL.to_vec()),
+            0u64..3,
+            0..10,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn never_restores_what_someone_else_changed(
+            baseline in knob_map(),
+            last in knob_map(),
+            live in knob_map(),
+        ) {
+            let mut s = StateFile::new(1, "p".into(), 0, baseline);
+            s.last_set = last;
+            let p = recovery_plan(&s, &live);
+            for &(k, from, to) in &p.restore {
+                prop_assert_eq!(live.get(&k), Some(&from));
+                prop_assert_eq!(s.last_set.get(&k), Some(&from));
+                prop_assert_eq!(s.baseline.get(&k), Some(&to));
+                prop_assert_ne!(from, to);
+            }
+            // Every knob innopilot set is accounted for exactly once.
+            let mut seen: Vec<Knob> = p.restore.iter().map(|r| r.0).collect();
+            seen.extend(p.leave.iter().map(|l| l.knob));
+            seen.extend(p.already_baseline.iter().copied());
+            seen.sort();
+            prop_assert_eq!(seen, s.last_set.keys().copied().collect::<Vec<_>>());
+        }
+    }
+}

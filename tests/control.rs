@@ -1,0 +1,421 @@
+//! Black-box tests of `innopilot run` against a private MariaDB: dry-run changes
+//! nothing, live mode moves purge threads within bounds and restores the baseline on
+//! SIGTERM, a SIGKILLed run is cleaned up by the next start, an operator's SET is never
+//! reverted, and an account without SET privileges is refused with exit code 3.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{eventually, innopilot_bin, MariaDb};
+
+/// Narrow watermarks and short dwell times, so redo fill under a small update load
+/// crosses buckets within seconds on a 32 MiB redo log.
+const CONFIG: &str = r#"
+[sampler]
+interval = "500ms"
+window = "5s"
+
+[control]
+restore_timeout = "10s"
+max_sets_per_minute = 120
+
+[knobs.innodb_purge_threads]
+min = 1
+max = 4
+max_step = 1
+min_dwell = "1s"
+
+[policy.watermark]
+low_pct = 1.0
+high_pct = 12.0
+max_purge_threads = 4
+hysteresis_pct = 0.5
+"#;
+
+struct Run {
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("innopilot.toml"), CONFIG).unwrap();
+        Run { dir }
+    }
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("innopilot.toml")
+    }
+    fn audit(&self) -> PathBuf {
+        self.dir.path().join("audit.jsonl")
+    }
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state.json")
+    }
+    fn spawn(&self, dsn: &str, extra: &[&str]) -> Child {
+        Command::new(innopilot_bin())
+            .arg("run")
+            .args(extra)
+            .arg("--config")
+            .arg(self.config())
+            .arg("--dsn")
+            .arg(dsn)
+            .arg("--audit")
+            .arg(self.audit())
+            .arg("--state-file")
+            .arg(self.state())
+            .env("RUST_LOG", "innopilot=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn innopilot run")
+    }
+    fn records(&self) -> Vec<serde_json::Value> {
+        read_jsonl(&self.audit())
+    }
+}
+
+fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn events<'a>(recs: &'a [serde_json::Value], event: &str) -> Vec<&'a serde_json::Value> {
+    recs.iter().filter(|r| r["event"] == event).collect()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill -{sig} failed");
+}
+
+/// Waits for the child to exit, killing it after `limit`; returns (code, stderr).
+fn wait_exit(mut child: Child, limit: Duration) -> (Option<i32>, String) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            return (status.code(), err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("innopilot did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every global variable, as the server reports it.
+async fn globals(db: &MariaDb) -> BTreeMap<String, Option<String>> {
+    db.query_rows("SHOW GLOBAL VARIABLES")
+        .await
+        .into_iter()
+        .filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone())))
+        .collect()
+}
+
+async fn knob(db: &MariaDb, name: &str) -> u64 {
+    db.global_variable(name).await.unwrap().parse().unwrap()
+}
+
+async fn loaded_server() -> (MariaDb, common::LoadHandle) {
+    let db = MariaDb::new();
+    db.prepare_table(20_000).await;
+    let load = db.spawn_update_load(4);
+    (db, load)
+}
+
+async fn wait_for_applied(run: &Run, knob_name: &str) -> serde_json::Value {
+    eventually(
+        &format!("an applied decision on {knob_name} in the audit log"),
+        Duration::from_secs(40),
+        Duration::from_millis(250),
+        || async {
+            run.records().into_iter().find(|r| {
+                r["event"] == "decision" && r["knob"] == knob_name && r["outcome"] == "applied"
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_decides_but_changes_nothing() {
+    let (db, load) = loaded_server().await;
+    let before = globals(&db).await;
+    let run = Run::new();
+    let child = run.spawn(&db.dsn(), &["--dry-run"]);
+    eventually(
+        "a dry-run decision",
+        Duration::from_secs(40),
+        Duration::from_millis(250),
+        || async { events(&run.records(), "decision").first().map(|_| ()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    drop(load);
+    let after = globals(&db).await;
+    assert_eq!(before, after, "dry-run changed a server variable");
+    let recs = run.records();
+    assert!(
+        recs.iter().all(|r| r["mode"] == "dry_run"),
+        "every record is dry_run"
+    );
+    let decisions = events(&recs, "decision");
+    assert!(decisions
+        .iter()
+        .any(|d| d["outcome"] == "dry_run" && d["knob"] == "innodb_purge_threads"));
+    assert!(decisions.iter().all(|d| d["applied"] == false));
+    assert!(
+        decisions[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("redo fill"),
+        "{}",
+        decisions[0]
+    );
+    assert!(
+        !run.state().exists()
+            || !std::fs::read_to_string(run.state())
+                .unwrap()
+                .contains("\"last_set\": {\n"),
+        "dry-run needs no state"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
+    let (db, load) = loaded_server().await;
+    let before = globals(&db).await;
+    let view = db.hold_read_view().await;
+    let run = Run::new();
+    let child = run.spawn(&db.dsn(), &[]);
+    let first = wait_for_applied(&run, "innodb_purge_threads").await;
+    let to = first["to"].as_u64().unwrap();
+    assert!((1..=4).contains(&to), "{first}");
+    assert_eq!(first["readback"], first["to"]);
+    // The change is really in effect (until innopilot moves it again).
+    let live = knob(&db, "innodb_purge_threads").await;
+    assert!((1..=4).contains(&live));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    view.release().await;
+    drop(load);
+    let recs = run.records();
+    for d in events(&recs, "decision")
+        .iter()
+        .filter(|d| d["knob"] == "innodb_purge_threads")
+    {
+        let v = d["to"].as_u64().unwrap();
+        assert!((1..=4).contains(&v), "out of bounds: {d}");
+        let step = (v as i64 - d["from"].as_i64().unwrap()).abs();
+        assert!(step <= 1, "step above max_step: {d}");
+    }
+    let stop = events(&recs, "stop");
+    assert_eq!(stop.len(), 1);
+    assert_eq!(stop[0]["restored"], true);
+    assert!(!events(&recs, "restore").is_empty(), "restore records");
+    let after = globals(&db).await;
+    assert_eq!(before, after, "baseline not restored after SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_then_next_start_restores_the_baseline() {
+    let (db, load) = loaded_server().await;
+    let baseline = knob(&db, "innodb_purge_threads").await;
+    let run = Run::new();
+    let child = run.spawn(&db.dsn(), &[]);
+    // Wait until innopilot has moved the knob away from the baseline, then kill it.
+    eventually(
+        "purge threads moved off the baseline",
+        Duration::from_secs(40),
+        Duration::from_millis(200),
+        || async {
+            let v = knob(&db, "innodb_purge_threads").await;
+            (v != baseline).then_some(v)
+        },
+    )
+    .await;
+    signal(&child, "KILL");
+    let _ = wait_exit(child, Duration::from_secs(10));
+    drop(load);
+    let left = knob(&db, "innodb_purge_threads").await;
+    assert_ne!(
+        left, baseline,
+        "precondition: the killed run left the knob changed"
+    );
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(state.contains("\"clean\": false"), "{state}");
+
+    // A new start cleans up before anything else: the crashed run's value goes back to
+    // the baseline, and the new run's own baseline is the original one, not the value
+    // the crashed run left.
+    let child = run.spawn(&db.dsn(), &[]);
+    eventually(
+        "the second run's start record",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || async { (events(&run.records(), "start").len() >= 2).then_some(()) },
+    )
+    .await;
+    let recs = run.records();
+    let second_start = recs.iter().rposition(|r| r["event"] == "start").unwrap();
+    assert!(
+        recs[..second_start].iter().any(|r| r["event"] == "restore"
+            && r["trigger"] == "crash_recovery"
+            && r["knob"] == "innodb_purge_threads"
+            && r["to"] == baseline
+            && r["readback"] == baseline),
+        "no crash_recovery restore before the second start"
+    );
+    assert_eq!(
+        recs[second_start]["baseline"]["innodb_purge_threads"],
+        baseline
+    );
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
+
+    // The same after another kill, with `innopilot restore` instead of a new run.
+    let load = db.spawn_update_load(4);
+    let child = run.spawn(&db.dsn(), &[]);
+    eventually(
+        "purge threads moved off the baseline again",
+        Duration::from_secs(40),
+        Duration::from_millis(200),
+        || async {
+            let v = knob(&db, "innodb_purge_threads").await;
+            (v != baseline).then_some(v)
+        },
+    )
+    .await;
+    signal(&child, "KILL");
+    let _ = wait_exit(child, Duration::from_secs(10));
+    drop(load);
+    let out = Command::new(innopilot_bin())
+        .args(["restore", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--state-file")
+        .arg(run.state())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(state.contains("\"clean\": true"), "{state}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_set_is_never_reverted() {
+    let (db, load) = loaded_server().await;
+    let view = db.hold_read_view().await;
+    let run = Run::new();
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads").await;
+    // An operator picks a value innopilot would never choose (above its max of 4).
+    db.exec("SET GLOBAL innodb_purge_threads = 7").await;
+    eventually(
+        "operator_override in the audit log",
+        Duration::from_secs(10),
+        Duration::from_millis(200),
+        || async {
+            events(&run.records(), "operator_override")
+                .into_iter()
+                .find(|r| r["knob"] == "innodb_purge_threads")
+                .cloned()
+        },
+    )
+    .await;
+    // Redo fill keeps moving under the load; innopilot must leave the knob alone.
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            knob(&db, "innodb_purge_threads").await,
+            7,
+            "innopilot reverted the operator"
+        );
+    }
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    view.release().await;
+    drop(load);
+    // Not even the exit restore touches it.
+    assert_eq!(knob(&db, "innodb_purge_threads").await, 7);
+    let recs = run.records();
+    let override_at = recs
+        .iter()
+        .position(|r| r["event"] == "operator_override")
+        .unwrap();
+    assert!(
+        recs[override_at..]
+            .iter()
+            .all(|r| !(r["knob"] == "innodb_purge_threads"
+                && (r["event"] == "decision" && r["outcome"] == "applied"
+                    || r["event"] == "restore"))),
+        "innopilot touched the knob after the override"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_set_privilege_live_exits_3_and_dry_run_works() {
+    let db = MariaDb::new();
+    let dsn = db
+        .create_user(
+            "observer",
+            "obs-pw-9",
+            &["PROCESS ON *.*", "REPLICATION CLIENT ON *.*"],
+        )
+        .await;
+    let run = Run::new();
+    let child = run.spawn(&dsn, &[]);
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(3), "stderr: {err}");
+    assert!(
+        err.contains("GRANT SUPER ON *.* TO 'observer'@'127.0.0.1'"),
+        "{err}"
+    );
+    assert!(err.contains("--dry-run"), "{err}");
+    assert!(!err.contains("obs-pw-9"), "password leaked: {err}");
+
+    let child = run.spawn(&dsn, &["--dry-run"]);
+    eventually(
+        "dry-run start record",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || async { events(&run.records(), "start").first().map(|_| ()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+}
