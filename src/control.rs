@@ -524,7 +524,7 @@ impl<S: Server> Controller<S> {
                         let rec = decision_event(
                             &d,
                             cur,
-                            d.winner.value,
+                            cur,
                             false,
                             None,
                             Outcome::Rejected,

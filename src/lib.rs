@@ -4,16 +4,23 @@
 //!
 //! # Layout
 //!
-//! Modules follow the data path: server → sample → policy → guard → actuator → audit.
+//! Modules follow the data path: server → sample → policy → arbiter → guard → actuator
+//! → audit and state.
 //!
-//! - [`cli`]: command-line definition (clap) shared by the binary, completions and man page.
+//! - [`cli`]: command-line definition (clap), shared by the binary and generated docs.
 //! - [`config`]: raw TOML → validated [`config::Config`]; errors name key, line and range.
+//! - [`connect`]: resolves DSN, config, environment and defaults file into a server handle.
 //! - [`server`]: the [`server::Server`] trait (the one seam), the knob allowlist,
 //!   flavor/version detection and the capability table ([`server::flavor`]), DSNs and
 //!   credentials ([`server::dsn`]), the live sqlx connection ([`server::mysql`]).
 //! - [`sample`]: [`sample::Sample`] parsing and [`sample::Signals`] derived over a window.
-//! - [`connect`]: resolves DSN, config and environment into a live server handle.
 //! - [`policy`]: pure policies (signals → proposals) and the [`policy::arbiter`].
+//! - [`guard`]: bounds, steps, dwell, rate limit and operator-owned knobs.
+//! - [`actuator`]: SET GLOBAL in a safe order, read back, baseline restore.
+//! - [`state`]: the crash-safe state file and the recovery plan after a crash.
+//! - [`audit`]: the JSON Lines audit log.
+//! - [`control`]: the loop tying it together, and its lifecycle (start, reconnect,
+//!   server restarts, shutdown).
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
 
 pub mod actuator;

@@ -153,8 +153,11 @@ impl StateStore {
     pub fn save(&self, s: &StateFile) -> Result<(), StateError> {
         // Refuse to write what load() would refuse to read: a crash would then leave a
         // file the next start cannot use.
-        s.validate()
-            .map_err(|m| self.write_error(io::Error::other(m)))?;
+        s.validate().map_err(|message| StateError::Write {
+            path: self.path.clone(),
+            message,
+            hint: "This is a bug in innopilot; please report it".into(),
+        })?;
         let mut text = serde_json::to_vec_pretty(s).map_err(|e| self.write_error(e.into()))?;
         text.push(b'\n');
         let (dir, tmp) = self.temp_path("tmp")?;
@@ -179,7 +182,8 @@ impl StateStore {
         if self.path.is_dir() {
             return Err(self.write_error(io::Error::other("it is a directory")));
         }
-        let renamed = probe.with_extension("renamed");
+        let mut renamed = probe.clone().into_os_string();
+        renamed.push(".renamed");
         let result = write_synced(&probe, b"{}\n").and_then(|()| fs::rename(&probe, &renamed));
         let _ = fs::remove_file(&probe);
         let _ = fs::remove_file(&renamed);

@@ -148,7 +148,7 @@ async fn wait_for_applied(run: &Run, knob_name: &str) -> serde_json::Value {
         Duration::from_millis(250),
         || async {
             run.records().into_iter().find(|r| {
-                r["event"] == "decision" && r["knob"] == knob_name && r["outcome"] == "applied"
+                r["event"] == "decision" && r["knob"] == knob_name && r["applied"] == true
             })
         },
     )
@@ -379,8 +379,7 @@ async fn operator_set_is_never_reverted() {
         recs[override_at..]
             .iter()
             .all(|r| !(r["knob"] == "innodb_purge_threads"
-                && (r["event"] == "decision" && r["outcome"] == "applied"
-                    || r["event"] == "restore"))),
+                && (r["event"] == "decision" && r["applied"] == true || r["event"] == "restore"))),
         "innopilot touched the knob after the override"
     );
 }

@@ -198,7 +198,13 @@ impl Watermark {
         }
     }
 
-    fn purge_threads(&self, bands: &Bands, level: Level, pct: f64) -> Proposal {
+    fn purge_threads(
+        &self,
+        bands: &Bands,
+        level: Level,
+        pct: f64,
+        baseline: Option<u64>,
+    ) -> Proposal {
         let t = bands.threads(level);
         let raw = bands.level_of(pct);
         let mut reason = if raw == level {
@@ -220,10 +226,13 @@ impl Watermark {
         if level == Level::High {
             reason.push_str(" (high mode)");
         }
-        let intent = if t < bands.n {
-            Intent::Act
-        } else {
+        // Release means "back to what the server had": only the baseline value is a
+        // release; anything else (fewer threads, or more when max_purge_threads is
+        // configured above the baseline) is an act the arbiter must weigh.
+        let intent = if Some(t) == baseline {
             Intent::Release
+        } else {
+            Intent::Act
         };
         self.propose(Knob::PurgeThreads, t, intent, reason)
     }
@@ -334,7 +343,12 @@ impl Policy for Watermark {
 
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
-            out.push(self.purge_threads(&bands, level, pct));
+            out.push(self.purge_threads(
+                &bands,
+                level,
+                pct,
+                input.baseline.get(&Knob::PurgeThreads).copied(),
+            ));
         }
         out.extend(self.high_mode(input, &bands, level == Level::High, pct));
         out
@@ -724,7 +738,7 @@ mod tests {
                     match p.knob {
                         Knob::PurgeThreads => {
                             prop_assert!((1..=n).contains(&p.value), "{pct}: {p:?}");
-                            prop_assert_eq!(p.intent == Intent::Release, p.value == n);
+                            prop_assert_eq!(p.intent == Intent::Release, Some(&p.value) == base.get(&Knob::PurgeThreads));
                         }
                         Knob::PurgeBatchSize => {
                             prop_assert!((1..=batch_base).contains(&p.value), "{pct}: {p:?}");
