@@ -22,7 +22,6 @@ use crate::audit::{compact_signals, AuditLog, Event, Mode, Outcome, Record, Rest
 use crate::config::{Config, OnServerLost};
 use crate::guard::{Guard, Verdict};
 use crate::policy::arbiter::arbitrate;
-use crate::policy::watermark::Watermark;
 use crate::policy::{Policy, PolicyInput};
 use crate::sample::{SignalWindow, Signals};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
@@ -199,10 +198,7 @@ impl<S: Server> Controller<S> {
                 config_path: opts.config_path.clone(),
             },
         );
-        let mut policies: Vec<Box<dyn Policy>> = Vec::new();
-        if cfg.policy.watermark.enabled {
-            policies.push(Box::new(Watermark::new(cfg.policy.watermark.clone())));
-        }
+        let policies = crate::policy::build(&cfg.policy);
         let guard = Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         Ok(Controller {
             window: SignalWindow::new(cfg.sampler.window),

@@ -82,6 +82,16 @@ pub struct PolicyInput<'a> {
     pub baseline: &'a KnobValues,
 }
 
+/// The enabled policies, in arbiter priority order. The controller calls this at start
+/// and on a config reload; adding a policy means adding it here.
+pub fn build(cfg: &crate::config::PolicyConfig) -> Vec<Box<dyn Policy>> {
+    let mut out: Vec<Box<dyn Policy>> = Vec::new();
+    if cfg.watermark.enabled {
+        out.push(Box::new(watermark::Watermark::new(cfg.watermark.clone())));
+    }
+    out
+}
+
 /// A control policy.
 pub trait Policy: Send {
     fn id(&self) -> PolicyId;
