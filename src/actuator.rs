@@ -101,8 +101,21 @@ impl Actuator {
     ) -> Result<(), crate::state::StateError> {
         self.state.baseline = baseline;
         self.state.last_set.clear();
+        self.state.previous.clear();
         self.state.clean = false;
         self.persist(now_unix_ms)
+    }
+
+    /// Records (or, with `None`, clears) an operator's ownership of a knob in the state
+    /// file, so `innopilot status` can show it.
+    pub fn set_operator_owned(&mut self, knob: Knob, seen: Option<u64>, now_unix_ms: u64) {
+        match seen {
+            Some(v) => self.state.operator_owned.insert(knob, v),
+            None => self.state.operator_owned.remove(&knob),
+        };
+        if let Err(e) = self.persist(now_unix_ms) {
+            tracing::warn!("state file: {e}");
+        }
     }
 
     /// Makes `value` the baseline of one knob (an operator's value, handed back with
@@ -130,7 +143,7 @@ impl Actuator {
         if self.dry_run {
             return Ok(Applied { readback: value });
         }
-        self.state.last_set.insert(knob, value);
+        self.state.record_set(knob, value, now_unix_ms);
         self.state.clean = false;
         self.persist(now_unix_ms)
             .map_err(|source| ActuatorError::State { knob, source })?;

@@ -168,16 +168,12 @@ impl<S: Server> Controller<S> {
             }
         }
         let baseline = server.read_knobs().await.map_err(ControlError::Start)?;
-        let state = StateFile {
-            version: 1,
-            clean: false,
-            pid: std::process::id(),
-            server: opts.target.clone(),
-            started_unix_ms: now_unix_ms(),
-            baseline: baseline.clone(),
-            last_set: KnobValues::new(),
-            updated_unix_ms: now_unix_ms(),
-        };
+        let state = StateFile::new(
+            std::process::id(),
+            opts.target.clone(),
+            now_unix_ms(),
+            baseline.clone(),
+        );
         let mut actuator = Actuator::new(dry_run, store_opt, state);
         actuator.persist(now_unix_ms())?;
         emit(
@@ -427,6 +423,8 @@ impl<S: Server> Controller<S> {
         for (knob, expected, seen) in overridden {
             let now = self.last_signals.as_ref().map(|s| s.t_ms).unwrap_or(0);
             self.guard.mark_operator_owned(knob, now, seen, expected);
+            self.actuator
+                .set_operator_owned(knob, Some(seen), now_unix_ms());
             self.expected.insert(knob, seen);
             tracing::warn!(%knob, expected, seen, "changed by someone else: innopilot leaves it alone until `innopilot release {knob}` or a restart");
             self.emit(Event::OperatorOverride {
@@ -448,6 +446,7 @@ impl<S: Server> Controller<S> {
                 continue;
             };
             if self.guard.release(knob) {
+                self.actuator.set_operator_owned(knob, None, now_unix_ms());
                 // The operator's value is what the server should return to from now
                 // on; policies start over so the hand-back causes no bump.
                 if let Some(&live) = self.last_live.get(&knob) {

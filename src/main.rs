@@ -75,13 +75,19 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     window.push(server.sample().await?);
     tokio::time::sleep(config.sampler.interval).await;
     let signals = window.push(server.sample().await?);
+    // A controller's state file, when one is readable here: what it changed and which
+    // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
+    let state = StateStore::new(config.control.state_file.clone())
+        .load()
+        .ok()
+        .flatten();
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report::status_json(&caps, &signals))?
-        );
+        let mut v = report::status_json(&caps, &signals);
+        v["controller"] = report::controller_json(state.as_ref());
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", report::status_text(&caps, &signals));
+        print!("{}", report::controller_text(state.as_ref()));
     }
     Ok(())
 }

@@ -239,6 +239,22 @@ fn knob_json(caps: &Capabilities, s: &Signals) -> Value {
     Value::Object(out)
 }
 
+/// What `status` tells about a controller, from its state file.
+pub fn controller_json(state: Option<&crate::state::StateFile>) -> Value {
+    match state {
+        None => Value::Null,
+        Some(st) => json!({
+            "running": !st.clean,
+            "pid": st.pid,
+            "server": st.server,
+            "started_unix_ms": st.started_unix_ms,
+            "changed_by_innopilot": st.last_set,
+            "baseline": st.baseline,
+            "operator_owned": st.operator_owned,
+        }),
+    }
+}
+
 /// `status --json`.
 pub fn status_json(caps: &Capabilities, s: &Signals) -> Value {
     let signals: Map<String, Value> = signal_rows(s)
@@ -275,6 +291,40 @@ fn show(key: &str, v: &Value) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// The controller section of `status` as text (empty without a state file).
+pub fn controller_text(state: Option<&crate::state::StateFile>) -> String {
+    let Some(st) = state else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if st.clean {
+        out.push_str(&format!(
+            "\ncontroller   last run (pid {}) finished cleanly\n",
+            st.pid
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "\ncontroller   running or crashed: pid {} on {} (a crashed run is cleaned up by the next start or `innopilot restore`)\n",
+        st.pid, st.server
+    ));
+    for (k, v) in &st.last_set {
+        out.push_str(&format!(
+            "  changed    {k} = {v} (baseline {})\n",
+            st.baseline
+                .get(k)
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "?".into())
+        ));
+    }
+    for (k, v) in &st.operator_owned {
+        out.push_str(&format!(
+            "  operator   {k} = {v}: changed by someone else; innopilot leaves it alone (`innopilot release {k}` hands it back)\n"
+        ));
+    }
+    out
 }
 
 /// `status` as a human table.

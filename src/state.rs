@@ -40,9 +40,17 @@ pub struct StateFile {
     /// Values found at start: what innopilot restores.
     pub baseline: KnobValues,
     /// What innopilot last set, per knob; written before each SET, so after a crash a
-    /// knob's entry may be one SET ahead of the server (which the recovery rule treats
-    /// as "someone else changed it", the safe side).
+    /// knob's entry may be one SET ahead of the server.
     pub last_set: KnobValues,
+    /// Per knob, the value innopilot believed in effect before its latest SET (the
+    /// baseline or an earlier value of its own). A crash between saving `last_set` and
+    /// the SET leaves the server at this value, which is still innopilot's to restore.
+    #[serde(default)]
+    pub previous: KnobValues,
+    /// Knobs someone else changed during the run, with the value they set: innopilot
+    /// leaves them alone. Shown by `innopilot status`.
+    #[serde(default)]
+    pub operator_owned: KnobValues,
     pub updated_unix_ms: u64,
 }
 
@@ -57,12 +65,22 @@ impl StateFile {
             started_unix_ms: now_unix_ms,
             baseline,
             last_set: KnobValues::new(),
+            previous: KnobValues::new(),
+            operator_owned: KnobValues::new(),
             updated_unix_ms: now_unix_ms,
         }
     }
 
     /// Notes that innopilot is about to set `knob` to `value` (save before the SET).
     pub fn record_set(&mut self, knob: Knob, value: u64, now_unix_ms: u64) {
+        let before = self
+            .last_set
+            .get(&knob)
+            .or_else(|| self.baseline.get(&knob))
+            .copied();
+        if let Some(b) = before {
+            self.previous.insert(knob, b);
+        }
         self.last_set.insert(knob, value);
         self.updated_unix_ms = now_unix_ms;
     }
@@ -327,9 +345,11 @@ impl RecoveryPlan {
 /// Crash recovery: given the saved state and the values in effect now, which knobs to
 /// restore and which to leave.
 ///
-/// A knob is restored only when its live value is exactly what innopilot last set: any
-/// other value means an operator (or another tool) has taken over, and overwriting
-/// their choice with a stale baseline would be worse than leaving it.
+/// A knob is restored only when its live value is innopilot's: what it last set, or
+/// what it believed in effect just before that SET (it may have died between writing
+/// the state and sending the SET). Any other value means an operator (or another tool)
+/// has taken over, and overwriting their choice with a stale baseline would be worse
+/// than leaving it.
 pub fn recovery_plan(saved: &StateFile, live: &KnobValues) -> RecoveryPlan {
     let mut plan = RecoveryPlan::default();
     for (&knob, &last) in &saved.last_set {
@@ -346,7 +366,9 @@ pub fn recovery_plan(saved: &StateFile, live: &KnobValues) -> RecoveryPlan {
         };
         match live.get(&knob).copied() {
             Some(now) if now == base => plan.already_baseline.push(knob),
-            Some(now) if now == last => plan.restore.push((knob, now, base)),
+            Some(now) if now == last || saved.previous.get(&knob) == Some(&now) => {
+                plan.restore.push((knob, now, base))
+            }
             now => plan.leave.push(Leave {
                 knob,
                 live: now,
@@ -393,6 +415,21 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn crash_between_state_write_and_set_is_still_restored() {
+        // innopilot had set 2, saved "about to set 1", and died before the SET: the
+        // server still runs innopilot's 2, which must go back to the baseline 4.
+        let mut s = sample_state();
+        s.record_set(Knob::PurgeThreads, 1, 1_700_000_002_000);
+        assert_eq!(s.previous[&Knob::PurgeThreads], 2);
+        let live: KnobValues = [(Knob::PurgeThreads, 2)].into();
+        let plan = recovery_plan(&s, &live);
+        assert_eq!(plan.restore, vec![(Knob::PurgeThreads, 2, 4)]);
+        // An operator's 7 is still left alone.
+        let live: KnobValues = [(Knob::PurgeThreads, 7)].into();
+        assert!(recovery_plan(&s, &live).restore.is_empty());
     }
 
     #[test]

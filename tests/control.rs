@@ -43,7 +43,16 @@ struct Run {
 impl Run {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("innopilot.toml"), CONFIG).unwrap();
+        // The state file in the config too, so `innopilot status --config` finds it.
+        let state = dir.path().join("state.json");
+        let config = CONFIG.replace(
+            "[control]\n",
+            &format!(
+                "[control]\nstate_file = {:?}\n",
+                state.display().to_string()
+            ),
+        );
+        std::fs::write(dir.path().join("innopilot.toml"), config).unwrap();
         Run { dir }
     }
     fn config(&self) -> PathBuf {
@@ -354,6 +363,25 @@ async fn operator_set_is_never_reverted() {
         },
     )
     .await;
+    // `status` shows the knob as operator-owned.
+    let out = Command::new(innopilot_bin())
+        .args(["status", "--json", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status["controller"]["operator_owned"]["innodb_purge_threads"], 7,
+        "{status}"
+    );
+    assert_eq!(status["controller"]["running"], true);
     // Redo fill keeps moving under the load; innopilot must leave the knob alone.
     for _ in 0..12 {
         tokio::time::sleep(Duration::from_millis(500)).await;
