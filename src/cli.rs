@@ -22,7 +22,8 @@ Connection: --dsn, INNOPILOT_DSN, server.dsn in the config, or a --defaults-file
 section. Password: in the DSN, INNOPILOT_PASSWORD, server.password_file, or the defaults \
 file. Passwords are never printed.\n\n\
 Exit codes: 0 ok, 1 runtime error (server unreachable, query failed), 2 bad configuration \
-or arguments, 3 missing privileges.",
+or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 130 \
+drain interrupted.",
     after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';"
 )]
 pub struct Cli {
@@ -112,7 +113,75 @@ pub enum Command {
         /// Sampling interval (overrides sampler.interval), e.g. "1s".
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
+        /// Address for /metrics, /healthz and /readyz (overrides http.listen and
+        /// enables the endpoints), e.g. "0.0.0.0:9187"; port 0 picks a free one.
+        #[arg(long, value_name = "IP:PORT")]
+        listen: Option<String>,
+        /// Keep trying to reach the server for this long at start instead of failing
+        /// at once (a sidecar that starts before its database), e.g. "5m".
+        #[arg(long, value_parser = parse_timeout, value_name = "DURATION")]
+        wait_for_server: Option<Duration>,
     },
+    /// Wait until purge has caught up (history at most --target), e.g. before a
+    /// shutdown, with progress (history, rate, ETA) on standard error. MariaDB waits
+    /// server-side with innodb_max_purge_lag_wait; MySQL is polled. --boost raises purge
+    /// threads and io_capacity meanwhile and always puts them back. Exit codes: 0 done,
+    /// 1 error, 3 missing privilege, 5 timed out, 130 interrupted.
+    Drain {
+        /// History length (undo records) to wait for.
+        #[arg(long, default_value_t = 0, value_name = "RECORDS")]
+        target: u64,
+        /// Give up after this long (exit code 5), e.g. "10m".
+        #[arg(long, value_parser = parse_timeout, default_value = "10m", value_name = "DURATION")]
+        timeout: Duration,
+        /// Raise innodb_purge_threads and innodb_io_capacity while draining (within
+        /// [knobs.*] max); restored at the end in every case. Needs SET GLOBAL.
+        #[arg(long)]
+        boost: bool,
+        /// Purge threads during --boost (MariaDB >= 10.7.1; never lowered).
+        #[arg(long, default_value_t = 8, value_name = "N")]
+        boost_purge_threads: u64,
+        /// innodb_io_capacity during --boost (never lowered).
+        #[arg(long, default_value_t = 2000, value_name = "IOPS")]
+        boost_io_capacity: u64,
+        /// How often to report progress.
+        #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
+        progress_interval: Duration,
+        /// Poll the history even where innodb_max_purge_lag_wait exists (needs only
+        /// PROCESS).
+        #[arg(long)]
+        poll: bool,
+        /// No progress lines, only the result.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// One-shot report for an incident: flushing (checkpoint age vs the async and sync
+    /// flush points, minutes of redo headroom), purge (history, rate, the transaction
+    /// blocking it and its statement), undo, buffer pool dump/load, replica lag. Every
+    /// finding has an explanation, a recommendation and the SQL to apply.
+    Diagnose {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also read SHOW ENGINE INNODB STATUS once (under server.query_timeout; it can
+        /// hang on a struggling server).
+        #[arg(long)]
+        engine_status: bool,
+        /// Samples to take, one interval apart (at least 2, so rates are real).
+        #[arg(long, default_value_t = 3, value_name = "N")]
+        samples: u32,
+        /// Time between samples (default sampler.interval).
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        interval: Option<Duration>,
+    },
+    /// Print a shell completion script, e.g. `innopilot completions bash >
+    /// /usr/share/bash-completion/completions/innopilot`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `innopilot man > /usr/share/man/man1/innopilot.1`.
+    Man,
     /// Hand an operator-owned knob back to a running `innopilot run` (the value it has
     /// now becomes its baseline). Takes effect at the next tick.
     Release {
@@ -138,6 +207,31 @@ fn parse_knob(s: &str) -> Result<crate::server::Knob, String> {
     s.parse()
 }
 
+/// Parses a longer human duration for clap ("90s", "10m", "1h"): 1s to 24h.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 10m, 1h)"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(86_400) {
+        return Err("must be from 1s to 24h".into());
+    }
+    Ok(d)
+}
+
+/// The man page, generated from the command-line definition.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    Ok(out)
+}
+
+/// A completion script for `shell`, generated from the command-line definition.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "innopilot", &mut out);
+    out
+}
+
 /// Parses a human duration for clap ("1s", "250ms").
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 1s, 2m)"))?;
@@ -155,5 +249,25 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn man_page_and_completions_come_from_the_definition() {
+        let man = String::from_utf8(man_page().unwrap()).unwrap();
+        assert!(
+            man.contains(".TH innopilot") && man.contains("drain"),
+            "{man}"
+        );
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = String::from_utf8(completions(shell)).unwrap();
+            assert!(
+                script.contains("diagnose") && script.contains("--boost"),
+                "{shell}"
+            );
+        }
     }
 }

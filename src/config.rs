@@ -38,6 +38,17 @@ pub struct Config {
     /// Limits for every knob (all knobs present; defaults filled in).
     pub knobs: BTreeMap<Knob, KnobLimits>,
     pub policy: PolicyConfig,
+    pub http: HttpConfig,
+}
+
+/// The HTTP endpoints (`/metrics`, `/healthz`, `/readyz`; see `crate::http`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    pub enabled: bool,
+    /// `IP:PORT` to listen on; 127.0.0.1 by default so nothing is exposed by accident.
+    pub listen: String,
+    /// `/healthz` answers 503 once the last successful sample is older than this.
+    pub stale_after: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +132,23 @@ pub struct KnobLimits {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyConfig {
     pub watermark: WatermarkConfig,
+    pub purge_rate: PurgeRateConfig,
+    pub flush: FlushConfig,
+    pub undo: UndoConfig,
+    pub replica: ReplicaConfig,
+}
+
+/// Replica lag as a foreground signal (seed 004): on a replica the SQL thread is the
+/// foreground, and purge competes with it. Above `max_lag` purge is throttled to one
+/// thread (or, where purge threads are read-only, smaller purge batches) until the
+/// lag is back under `resume_lag`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaConfig {
+    pub enabled: bool,
+    pub max_lag: Duration,
+    pub resume_lag: Duration,
+    /// Where purge threads are read-only (MySQL): innodb_purge_batch_size while lagging.
+    pub batch_size: u64,
 }
 
 /// The MariaDB 10.6.5 adaptive-purge algorithm, configurable.
@@ -185,6 +213,20 @@ impl Default for Config {
                     high_max_purge_lag: 100_000,
                     high_batch_size: 100,
                 },
+                purge_rate: PurgeRateConfig::default(),
+                flush: FlushConfig::default(),
+                undo: UndoConfig::default(),
+                replica: ReplicaConfig {
+                    enabled: false,
+                    max_lag: Duration::from_secs(60),
+                    resume_lag: Duration::from_secs(10),
+                    batch_size: 100,
+                },
+            },
+            http: HttpConfig {
+                enabled: true,
+                listen: "127.0.0.1:9187".into(),
+                stale_after: Duration::from_secs(10),
             },
         }
     }
@@ -231,6 +273,28 @@ struct Raw {
     knobs: BTreeMap<String, RawKnob>,
     #[serde(default)]
     policy: RawPolicy,
+    #[serde(default)]
+    http: RawHttp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    enabled: Option<bool>,
+    listen: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    stale_after: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReplica {
+    enabled: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    max_lag: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    resume_lag: Option<Duration>,
+    batch_size: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -294,6 +358,14 @@ struct RawKnob {
 struct RawPolicy {
     #[serde(default)]
     watermark: RawWatermark,
+    #[serde(default)]
+    purge_rate: RawPurgeRate,
+    #[serde(default)]
+    flush: RawFlush,
+    #[serde(default)]
+    undo: RawUndo,
+    #[serde(default)]
+    replica: RawReplica,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -719,13 +791,86 @@ impl Config {
             ));
         }
 
+        let r = raw.policy.replica;
+        let dr = &d.policy.replica;
+        let s = "policy.replica";
+        let replica = ReplicaConfig {
+            enabled: r.enabled.unwrap_or(dr.enabled),
+            max_lag: cx.duration(s, "max_lag", r.max_lag, dr.max_lag, secs(1), secs(86_400))?,
+            resume_lag: cx.duration(
+                s,
+                "resume_lag",
+                r.resume_lag,
+                dr.resume_lag,
+                Duration::ZERO,
+                secs(86_400),
+            )?,
+            batch_size: cx.int(s, "batch_size", r.batch_size, dr.batch_size, 1, 5000)?,
+        };
+        if replica.resume_lag >= replica.max_lag {
+            return Err(cx.invalid(
+                s,
+                "resume_lag",
+                format!("\"{}\"", humantime::format_duration(replica.resume_lag)),
+                format!(
+                    "must be below policy.replica.max_lag (\"{}\")",
+                    humantime::format_duration(replica.max_lag)
+                ),
+            ));
+        }
+
+        let h = raw.http;
+        let listen = h.listen.unwrap_or(d.http.listen);
+        if listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(cx.invalid(
+                "http",
+                "listen",
+                format!("{listen:?}"),
+                "an IP:PORT such as \"127.0.0.1:9187\" or \"[::1]:9187\"",
+            ));
+        }
+        let http = HttpConfig {
+            enabled: h.enabled.unwrap_or(d.http.enabled),
+            listen,
+            stale_after: cx.duration(
+                "http",
+                "stale_after",
+                h.stale_after,
+                d.http.stale_after,
+                secs(1),
+                secs(3600),
+            )?,
+        };
+        if http.stale_after < interval * 2 {
+            return Err(cx.invalid(
+                "http",
+                "stale_after",
+                format!("\"{}\"", humantime::format_duration(http.stale_after)),
+                format!(
+                    "must be at least twice sampler.interval ({})",
+                    humantime::format_duration(interval * 2)
+                ),
+            ));
+        }
+
+        let purge_rate = cx.purge_rate(raw.policy.purge_rate, &d.policy.purge_rate)?;
+        let flush = cx.flush(raw.policy.flush, &d.policy.flush)?;
+        let undo = cx.undo(raw.policy.undo, &d.policy.undo)?;
+
         Ok(Config {
             server,
             sampler: SamplerConfig { interval, window },
             control,
             audit,
             knobs,
-            policy: PolicyConfig { watermark },
+            policy: PolicyConfig {
+                watermark,
+                replica,
+                purge_rate,
+                flush,
+                undo,
+            },
+            http,
         })
     }
 
@@ -749,6 +894,532 @@ pub fn hard_range(knob: Knob) -> (u64, u64) {
         Knob::RedoLogCapacity => (8 << 20, 128 << 30),
         Knob::UndoLogTruncate => (0, 1),
         Knob::MaxUndoLogSize => (10 << 20, 256 << 40),
+    }
+}
+
+// ---- the control policies of issue 4: purge rate, flush, undo ----------------------
+
+/// Rate-based purge control (seed 000, `crate::policy::purge_rate`): keeps *purgeable*
+/// history shrinking gradually toward its budget with the least DML delay, and never
+/// delays DML for history a read view blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PurgeRateConfig {
+    pub enabled: bool,
+    /// Purgeable history (undo logs, as `Innodb_history_list_length` counts them)
+    /// tolerated before innopilot acts.
+    pub budget_records: u64,
+    /// Undo tablespace size above which the records budget shrinks in proportion
+    /// (at most 4×); 0 = ignore undo size.
+    pub budget_undo_bytes: u64,
+    /// The excess over budget should drain over this long: the target history
+    /// derivative is −excess / drain_horizon.
+    pub drain_horizon: Duration,
+    /// PID gains on the normalized rate error (dimensionless, per second, seconds).
+    pub kp: f64,
+    pub ki: f64,
+    pub kd: f64,
+    /// Largest DML delay proposed, µs per statement.
+    pub max_delay_us: u64,
+    /// The delay never pushes the DML rate more than this (%) below what it was
+    /// without delay: the users' cost is bounded, debt drains slower instead.
+    pub max_dml_slowdown_pct: f64,
+    /// Purge threads may be raised up to this where they are dynamic (MariaDB ≥ 10.7.1);
+    /// 0 = never raise them.
+    pub max_purge_threads: u64,
+    /// Purge threads are raised only while redo fill (% of the sync point) is below this.
+    pub threads_max_redo_fill_pct: f64,
+    /// Below this DML rate (rows/s) the load is quiet: delays are released and purge
+    /// catches up on its own.
+    pub quiet_dml_rate: f64,
+    /// A read view must be at least this old to count as blocking purge.
+    pub min_view_age: Duration,
+}
+
+impl Default for PurgeRateConfig {
+    fn default() -> Self {
+        PurgeRateConfig {
+            enabled: true,
+            budget_records: 500_000,
+            budget_undo_bytes: 4 << 30,
+            drain_horizon: Duration::from_secs(300),
+            kp: 0.3,
+            ki: 0.05,
+            kd: 0.0,
+            max_delay_us: 5_000,
+            max_dml_slowdown_pct: 20.0,
+            max_purge_threads: 8,
+            threads_max_redo_fill_pct: 20.0,
+            quiet_dml_rate: 100.0,
+            min_view_age: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Flushing and redo headroom (seed 001, `crate::policy::flush`): keeps checkpoint age
+/// under a target share of the sync-flush point by raising innodb_io_capacity ahead of
+/// need, within what the device has shown it can do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlushConfig {
+    pub enabled: bool,
+    /// Keep redo fill (and its projection `lookahead` ahead) under this, % of the sync point.
+    pub target_fill_pct: f64,
+    /// Below this fill, with fill not rising, io_capacity goes back toward its baseline.
+    pub idle_fill_pct: f64,
+    /// How far ahead the fill trend is projected.
+    pub lookahead: Duration,
+    /// io_capacity is multiplied by this when more flushing is needed …
+    pub raise_factor: f64,
+    /// … and by this when idle (never below the baseline).
+    pub lower_factor: f64,
+    /// Never propose io_capacity above this × the best flush rate the device has shown.
+    pub device_headroom: f64,
+    /// innodb_io_capacity_max = this × innodb_io_capacity (never below its baseline).
+    pub capacity_max_ratio: f64,
+    /// Last resort: above this fill, with flushing at its ceiling and fill still rising,
+    /// a small DML delay instead of a stall.
+    pub last_resort_fill_pct: f64,
+    pub last_resort_delay_us: u64,
+    /// Opt-in: grow the redo log at sustained peaks, shrink it back when quiet.
+    pub redo_resize: bool,
+    pub redo_grow_fill_pct: f64,
+    pub redo_grow_after: Duration,
+    pub redo_shrink_fill_pct: f64,
+    pub redo_shrink_after: Duration,
+    /// Disk budget: the redo log never grows beyond this.
+    pub redo_max_bytes: u64,
+    /// Crash recovery should take at most about this long (bounds the redo size).
+    pub recovery_time_budget: Duration,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        FlushConfig {
+            enabled: true,
+            target_fill_pct: 75.0,
+            idle_fill_pct: 30.0,
+            lookahead: Duration::from_secs(30),
+            raise_factor: 1.5,
+            lower_factor: 0.8,
+            device_headroom: 2.0,
+            capacity_max_ratio: 2.0,
+            last_resort_fill_pct: 95.0,
+            last_resort_delay_us: 1_000,
+            redo_resize: false,
+            redo_grow_fill_pct: 80.0,
+            redo_grow_after: Duration::from_secs(120),
+            redo_shrink_fill_pct: 25.0,
+            redo_shrink_after: Duration::from_secs(1800),
+            redo_max_bytes: 4 << 30,
+            recovery_time_budget: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Undo tablespace guard (seed 002, `crate::policy::undo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UndoConfig {
+    pub enabled: bool,
+    /// Total undo tablespace size above which truncation is made sure of.
+    pub budget_bytes: u64,
+    /// Below this share of the budget (%) the knobs go back to their baseline.
+    pub release_below_pct: f64,
+    /// innodb_max_undo_log_size is never proposed below this (WL#6965: 10 MiB cost
+    /// 6–15 % TPS, 100 MiB about nothing).
+    pub min_truncate_bytes: u64,
+    /// More truncations than this per hour double innodb_max_undo_log_size.
+    pub max_truncations_per_hour: u64,
+    /// Number of undo tablespaces; 0 = as the server reports it.
+    pub undo_tablespaces: u64,
+}
+
+impl Default for UndoConfig {
+    fn default() -> Self {
+        UndoConfig {
+            enabled: true,
+            budget_bytes: 1 << 30,
+            release_below_pct: 50.0,
+            min_truncate_bytes: 128 << 20,
+            max_truncations_per_hour: 6,
+            undo_tablespaces: 0,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPurgeRate {
+    enabled: Option<bool>,
+    budget_records: Option<i64>,
+    budget_undo_size: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    drain_horizon: Option<Duration>,
+    kp: Option<f64>,
+    ki: Option<f64>,
+    kd: Option<f64>,
+    max_delay_us: Option<i64>,
+    max_dml_slowdown_pct: Option<f64>,
+    max_purge_threads: Option<i64>,
+    threads_max_redo_fill_pct: Option<f64>,
+    quiet_dml_rate: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    min_view_age: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlush {
+    enabled: Option<bool>,
+    target_fill_pct: Option<f64>,
+    idle_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    lookahead: Option<Duration>,
+    raise_factor: Option<f64>,
+    lower_factor: Option<f64>,
+    device_headroom: Option<f64>,
+    capacity_max_ratio: Option<f64>,
+    last_resort_fill_pct: Option<f64>,
+    last_resort_delay_us: Option<i64>,
+    redo_resize: Option<bool>,
+    redo_grow_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    redo_grow_after: Option<Duration>,
+    redo_shrink_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    redo_shrink_after: Option<Duration>,
+    redo_max_size: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    recovery_time_budget: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUndo {
+    enabled: Option<bool>,
+    budget_size: Option<String>,
+    release_below_pct: Option<f64>,
+    min_truncate_size: Option<String>,
+    max_truncations_per_hour: Option<i64>,
+    undo_tablespaces: Option<i64>,
+}
+
+impl Ctx<'_> {
+    /// A size string ("64MiB") within `[min, max]` bytes.
+    fn size(
+        &self,
+        section: &str,
+        key: &str,
+        v: Option<String>,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> Result<u64, ConfigError> {
+        let Some(s) = v else { return Ok(default) };
+        let n = parse_size(&s).map_err(|e| self.invalid(section, key, format!("{s:?}"), e))?;
+        if n < min || n > max {
+            let show = |b: u64| {
+                if b >= 1 << 20 && b % (1 << 20) == 0 {
+                    format!("\"{}MiB\"", b >> 20)
+                } else {
+                    b.to_string()
+                }
+            };
+            return Err(self.invalid(
+                section,
+                key,
+                format!("{s:?}"),
+                format!("allowed from {} to {}", show(min), show(max)),
+            ));
+        }
+        Ok(n)
+    }
+
+    fn purge_rate(
+        &self,
+        r: RawPurgeRate,
+        d: &PurgeRateConfig,
+    ) -> Result<PurgeRateConfig, ConfigError> {
+        let s = "policy.purge_rate";
+        let secs = Duration::from_secs;
+        Ok(PurgeRateConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            budget_records: self.int(
+                s,
+                "budget_records",
+                r.budget_records,
+                d.budget_records,
+                1,
+                4_294_967_295,
+            )?,
+            budget_undo_bytes: self.size(
+                s,
+                "budget_undo_size",
+                r.budget_undo_size,
+                d.budget_undo_bytes,
+                0,
+                1 << 50,
+            )?,
+            drain_horizon: self.duration(
+                s,
+                "drain_horizon",
+                r.drain_horizon,
+                d.drain_horizon,
+                secs(10),
+                secs(86_400),
+            )?,
+            kp: self.float(s, "kp", r.kp, d.kp, 0.0, 10.0)?,
+            ki: self.float(s, "ki", r.ki, d.ki, 0.0, 1.0)?,
+            kd: self.float(s, "kd", r.kd, d.kd, 0.0, 100.0)?,
+            max_delay_us: self.int(
+                s,
+                "max_delay_us",
+                r.max_delay_us,
+                d.max_delay_us,
+                1,
+                100_000,
+            )?,
+            max_dml_slowdown_pct: self.float(
+                s,
+                "max_dml_slowdown_pct",
+                r.max_dml_slowdown_pct,
+                d.max_dml_slowdown_pct,
+                1.0,
+                90.0,
+            )?,
+            max_purge_threads: self.int(
+                s,
+                "max_purge_threads",
+                r.max_purge_threads,
+                d.max_purge_threads,
+                0,
+                32,
+            )?,
+            threads_max_redo_fill_pct: self.float(
+                s,
+                "threads_max_redo_fill_pct",
+                r.threads_max_redo_fill_pct,
+                d.threads_max_redo_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            quiet_dml_rate: self.float(
+                s,
+                "quiet_dml_rate",
+                r.quiet_dml_rate,
+                d.quiet_dml_rate,
+                0.0,
+                1e9,
+            )?,
+            min_view_age: self.duration(
+                s,
+                "min_view_age",
+                r.min_view_age,
+                d.min_view_age,
+                Duration::ZERO,
+                secs(3600),
+            )?,
+        })
+    }
+
+    fn flush(&self, r: RawFlush, d: &FlushConfig) -> Result<FlushConfig, ConfigError> {
+        let s = "policy.flush";
+        let secs = Duration::from_secs;
+        let f = FlushConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            target_fill_pct: self.float(
+                s,
+                "target_fill_pct",
+                r.target_fill_pct,
+                d.target_fill_pct,
+                5.0,
+                100.0,
+            )?,
+            idle_fill_pct: self.float(
+                s,
+                "idle_fill_pct",
+                r.idle_fill_pct,
+                d.idle_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            lookahead: self.duration(
+                s,
+                "lookahead",
+                r.lookahead,
+                d.lookahead,
+                Duration::ZERO,
+                secs(600),
+            )?,
+            raise_factor: self.float(
+                s,
+                "raise_factor",
+                r.raise_factor,
+                d.raise_factor,
+                1.05,
+                4.0,
+            )?,
+            lower_factor: self.float(
+                s,
+                "lower_factor",
+                r.lower_factor,
+                d.lower_factor,
+                0.1,
+                0.99,
+            )?,
+            device_headroom: self.float(
+                s,
+                "device_headroom",
+                r.device_headroom,
+                d.device_headroom,
+                1.0,
+                10.0,
+            )?,
+            capacity_max_ratio: self.float(
+                s,
+                "capacity_max_ratio",
+                r.capacity_max_ratio,
+                d.capacity_max_ratio,
+                1.0,
+                10.0,
+            )?,
+            last_resort_fill_pct: self.float(
+                s,
+                "last_resort_fill_pct",
+                r.last_resort_fill_pct,
+                d.last_resort_fill_pct,
+                0.0,
+                150.0,
+            )?,
+            last_resort_delay_us: self.int(
+                s,
+                "last_resort_delay_us",
+                r.last_resort_delay_us,
+                d.last_resort_delay_us,
+                0,
+                100_000,
+            )?,
+            redo_resize: r.redo_resize.unwrap_or(d.redo_resize),
+            redo_grow_fill_pct: self.float(
+                s,
+                "redo_grow_fill_pct",
+                r.redo_grow_fill_pct,
+                d.redo_grow_fill_pct,
+                0.0,
+                150.0,
+            )?,
+            redo_grow_after: self.duration(
+                s,
+                "redo_grow_after",
+                r.redo_grow_after,
+                d.redo_grow_after,
+                Duration::ZERO,
+                secs(86_400),
+            )?,
+            redo_shrink_fill_pct: self.float(
+                s,
+                "redo_shrink_fill_pct",
+                r.redo_shrink_fill_pct,
+                d.redo_shrink_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            redo_shrink_after: self.duration(
+                s,
+                "redo_shrink_after",
+                r.redo_shrink_after,
+                d.redo_shrink_after,
+                Duration::ZERO,
+                secs(7 * 86_400),
+            )?,
+            redo_max_bytes: self.size(
+                s,
+                "redo_max_size",
+                r.redo_max_size,
+                d.redo_max_bytes,
+                8 << 20,
+                512 << 30,
+            )?,
+            recovery_time_budget: self.duration(
+                s,
+                "recovery_time_budget",
+                r.recovery_time_budget,
+                d.recovery_time_budget,
+                secs(1),
+                secs(86_400),
+            )?,
+        };
+        let order = [
+            (
+                "target_fill_pct",
+                f.target_fill_pct,
+                "idle_fill_pct",
+                f.idle_fill_pct,
+            ),
+            (
+                "last_resort_fill_pct",
+                f.last_resort_fill_pct,
+                "target_fill_pct",
+                f.target_fill_pct,
+            ),
+            (
+                "redo_grow_fill_pct",
+                f.redo_grow_fill_pct,
+                "redo_shrink_fill_pct",
+                f.redo_shrink_fill_pct,
+            ),
+        ];
+        for (key, v, below, w) in order {
+            if v <= w {
+                return Err(self.invalid(s, key, v, format!("must exceed {s}.{below} ({w})")));
+            }
+        }
+        Ok(f)
+    }
+
+    fn undo(&self, r: RawUndo, d: &UndoConfig) -> Result<UndoConfig, ConfigError> {
+        let s = "policy.undo";
+        Ok(UndoConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            budget_bytes: self.size(
+                s,
+                "budget_size",
+                r.budget_size,
+                d.budget_bytes,
+                10 << 20,
+                1 << 50,
+            )?,
+            release_below_pct: self.float(
+                s,
+                "release_below_pct",
+                r.release_below_pct,
+                d.release_below_pct,
+                0.0,
+                99.0,
+            )?,
+            min_truncate_bytes: self.size(
+                s,
+                "min_truncate_size",
+                r.min_truncate_size,
+                d.min_truncate_bytes,
+                10 << 20,
+                256 << 40,
+            )?,
+            max_truncations_per_hour: self.int(
+                s,
+                "max_truncations_per_hour",
+                r.max_truncations_per_hour,
+                d.max_truncations_per_hour,
+                1,
+                3600,
+            )?,
+            undo_tablespaces: self.int(
+                s,
+                "undo_tablespaces",
+                r.undo_tablespaces,
+                d.undo_tablespaces,
+                0,
+                127,
+            )?,
+        })
     }
 }
 
@@ -823,6 +1494,72 @@ mod tests {
             e.contains(":2") && e.contains("knobs.innodb_io_capacity.max"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn http_and_replica_sections() {
+        let c = Config::parse(
+            "[http]\nlisten = \"0.0.0.0:9999\"\nstale_after = \"30s\"\n[policy.replica]\nenabled = true\nmax_lag = \"2m\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.http.listen, "0.0.0.0:9999");
+        assert_eq!(c.http.stale_after, Duration::from_secs(30));
+        assert!(c.policy.replica.enabled);
+        assert_eq!(c.policy.replica.max_lag, Duration::from_secs(120));
+        let e = err("[http]\nlisten = \"localhost\"\n");
+        assert!(e.contains(":2") && e.contains("http.listen"), "{e}");
+        let e = err("[http]\nstale_after = \"1s\"\n");
+        assert!(e.contains("twice sampler.interval"), "{e}");
+        let e = err("[policy.replica]\nmax_lag = \"10s\"\nresume_lag = \"10s\"\n");
+        assert!(
+            e.contains(":3") && e.contains("policy.replica.resume_lag"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn policy_sections_validate_with_key_line_and_range() {
+        let c = Config::parse(
+            "[policy.purge_rate]\nbudget_records = 1000\nbudget_undo_size = \"2GiB\"\n\
+             [policy.flush]\nredo_resize = true\nredo_max_size = \"8GiB\"\n\
+             [policy.undo]\nenabled = false\nmin_truncate_size = \"256MiB\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.policy.purge_rate.budget_records, 1000);
+        assert_eq!(c.policy.purge_rate.budget_undo_bytes, 2 << 30);
+        assert!(c.policy.flush.redo_resize);
+        assert_eq!(c.policy.flush.redo_max_bytes, 8 << 30);
+        assert!(!c.policy.undo.enabled);
+        assert_eq!(c.policy.undo.min_truncate_bytes, 256 << 20);
+        let e = err("[policy.purge_rate]\n\nmax_delay_us = 0\n");
+        assert!(
+            e.contains(":3")
+                && e.contains("policy.purge_rate.max_delay_us")
+                && e.contains("from 1"),
+            "{e}"
+        );
+        let e = err("[policy.purge_rate]\nbudget_undo_size = \"lots\"\n");
+        assert!(e.contains(":2") && e.contains("budget_undo_size"), "{e}");
+        let e = err("[policy.flush]\ntarget_fill_pct = 20\nidle_fill_pct = 30\n");
+        assert!(
+            e.contains(":2")
+                && e.contains("policy.flush.target_fill_pct")
+                && e.contains("idle_fill_pct"),
+            "{e}"
+        );
+        let e = err("[policy.flush]\nraise_factor = 1.0\n");
+        assert!(e.contains("from 1.05 to 4"), "{e}");
+        let e = err("[policy.flush]\nredo_max_size = \"1MiB\"\n");
+        assert!(e.contains(":2") && e.contains("\"8MiB\""), "{e}");
+        let e = err("[policy.undo]\nmax_truncations_per_hour = 0\n");
+        assert!(
+            e.contains(":2") && e.contains("policy.undo.max_truncations_per_hour"),
+            "{e}"
+        );
+        let e = err("[policy.undo]\nbudget = \"1GiB\"\n");
+        assert!(e.contains(":2") && e.contains("budget"), "{e}");
     }
 
     #[test]

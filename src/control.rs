@@ -13,14 +13,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::actuator::{order_changes, Actuator, ActuatorError};
 use crate::audit::{compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger};
 use crate::config::{Config, OnServerLost};
 use crate::guard::{Guard, Verdict};
+use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::arbiter::arbitrate;
 use crate::policy::{Policy, PolicyInput};
 use crate::sample::{SignalWindow, Signals};
@@ -108,7 +111,8 @@ pub struct Controller<S: Server> {
     uncertain: BTreeMap<Knob, (u64, u64)>,
     /// Dry-run: the live values last seen, to notice an operator's change.
     last_live: KnobValues,
-    last_uptime: Option<u64>,
+    /// The latest sample, kept across lost connections to tell a restart.
+    last_sample: Option<crate::sample::Sample>,
     /// Set when a connection is lost; cleared when regained.
     lost_since: Option<Instant>,
     /// The connection stayed lost beyond the budget: restore on return.
@@ -118,6 +122,35 @@ pub struct Controller<S: Server> {
     last_reject: BTreeMap<Knob, String>,
     last_signals: Option<Signals>,
     pub stats: Stats,
+    /// Counters by kind for `/metrics` (decisions, errors, sample durations, reloads).
+    pub telemetry: Telemetry,
+    /// Where a [`Snapshot`] goes after every tick (the HTTP endpoints read it).
+    publisher: Option<watch::Sender<Arc<Snapshot>>>,
+    /// When the last successful sample was taken (for `/healthz`).
+    last_sample_at: Option<Instant>,
+    last_tick_at: Option<Instant>,
+    /// "MariaDB 10.11.19", kept while disconnected.
+    server_label: Option<String>,
+}
+
+/// A configuration reload request (SIGHUP), prepared outside the loop.
+#[derive(Debug)]
+pub enum Reload {
+    /// A new, validated configuration, and the file it came from.
+    Apply { config: Box<Config>, source: String },
+    /// The file could not be read or is invalid: the running configuration stays.
+    Rejected { source: String, error: String },
+}
+
+/// The enabled policies: the replica-lag policy first (when both foreground
+/// protections act on purge threads the first proposal wins, and it is the one that
+/// asks for fewer), then `policy::build`'s.
+fn build_policies(cfg: &Config) -> Vec<Box<dyn Policy>> {
+    let mut out: Vec<Box<dyn Policy>> = crate::replica::build(&cfg.policy.replica)
+        .into_iter()
+        .collect();
+    out.extend(crate::policy::build(&cfg.policy));
+    out
 }
 
 impl<S: Server> Controller<S> {
@@ -194,7 +227,7 @@ impl<S: Server> Controller<S> {
                 config_path: opts.config_path.clone(),
             },
         );
-        let policies = crate::policy::build(&cfg.policy);
+        let policies = build_policies(&cfg);
         let guard = Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         Ok(Controller {
             window: SignalWindow::new(cfg.sampler.window),
@@ -208,13 +241,18 @@ impl<S: Server> Controller<S> {
             expected: baseline.clone(),
             last_live: baseline,
             uncertain: BTreeMap::new(),
-            last_uptime: None,
+            last_sample: None,
             lost_since: None,
             gave_up: false,
             just_reconnected: false,
             last_reject: BTreeMap::new(),
             last_signals: None,
             stats: Stats::default(),
+            telemetry: Telemetry::new(),
+            publisher: None,
+            last_sample_at: None,
+            last_tick_at: None,
+            server_label: None,
             cfg,
         })
     }
@@ -234,8 +272,11 @@ impl<S: Server> Controller<S> {
             .map(|s| s.sample.unix_ms)
             .filter(|t| *t > 0)
             .unwrap_or_else(now_unix_ms);
+        self.count_event(&event);
         let mode = self.mode();
-        emit(&mut self.audit, mode, unix_ms, event);
+        if !emit(&mut self.audit, mode, unix_ms, event) {
+            self.telemetry.count_error("audit");
+        }
     }
 
     pub fn capabilities(&self) -> Option<&Capabilities> {
@@ -261,13 +302,50 @@ impl<S: Server> Controller<S> {
     where
         F: Future<Output = String>,
     {
-        let mut ticker = tokio::time::interval(self.cfg.sampler.interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let (_keep, mut reloads) = mpsc::unbounded_channel();
+        self.run_with_reload(shutdown, &mut reloads).await
+    }
+
+    /// [`Self::run`], also applying configuration reloads as they arrive (between
+    /// ticks, never during one). A snapshot is published after every tick.
+    pub async fn run_with_reload<F>(
+        &mut self,
+        shutdown: F,
+        reloads: &mut mpsc::UnboundedReceiver<Reload>,
+    ) -> Result<String, ControlError>
+    where
+        F: Future<Output = String>,
+    {
+        let ticker_for = |period| {
+            let mut t = tokio::time::interval(period);
+            t.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            t
+        };
+        let mut period = self.cfg.sampler.interval;
+        let mut ticker = ticker_for(period);
         tokio::pin!(shutdown);
+        self.publish(Phase::Running);
         loop {
             tokio::select! {
                 reason = &mut shutdown => return Ok(reason),
-                _ = ticker.tick() => self.tick().await?,
+                Some(req) = reloads.recv() => {
+                    match req {
+                        Reload::Apply { config, source } => {
+                            self.reload(*config, &source);
+                        }
+                        Reload::Rejected { source, error } => self.reload_rejected(&source, &error),
+                    }
+                    if self.cfg.sampler.interval != period {
+                        period = self.cfg.sampler.interval;
+                        ticker = ticker_for(period);
+                    }
+                    self.publish(Phase::Running);
+                }
+                _ = ticker.tick() => {
+                    let r = self.tick().await;
+                    self.publish(Phase::Running);
+                    r?
+                }
             }
         }
     }
@@ -275,6 +353,7 @@ impl<S: Server> Controller<S> {
     /// One iteration of the loop.
     pub async fn tick(&mut self) -> Result<(), ControlError> {
         self.stats.ticks += 1;
+        self.last_tick_at = Some(Instant::now());
         self.check_release_requests();
         if self.caps.is_none() {
             match self.server.probe().await {
@@ -290,14 +369,23 @@ impl<S: Server> Controller<S> {
             Err(e) if e.is_connection_lost() => return self.connection_lost(e),
             Err(e) => {
                 self.stats.sample_errors += 1;
+                self.telemetry.count_server_error(&e);
                 tracing::warn!("sample failed: {e}");
                 return Ok(());
             }
         };
         self.stats.samples_ok += 1;
-        let restarted =
-            matches!((self.last_uptime, sample.uptime_s), (Some(prev), Some(now)) if now < prev);
-        self.last_uptime = sample.uptime_s.or(self.last_uptime);
+        self.telemetry
+            .sample_duration
+            .observe(sample.duration_ms / 1000.0);
+        self.last_sample_at = Some(Instant::now());
+        // Compared with the last sample of the previous life we saw, so a restart during
+        // an outage is noticed however short it was.
+        let restarted = self
+            .last_sample
+            .as_ref()
+            .is_some_and(|prev| crate::sample::looks_restarted(prev, &sample));
+        self.last_sample = Some(sample.clone());
         if self.just_reconnected || restarted {
             let reprobed = std::mem::take(&mut self.just_reconnected);
             let down_ms = self
@@ -370,6 +458,7 @@ impl<S: Server> Controller<S> {
 
     fn connection_down(&mut self, e: ServerError) -> Result<(), ControlError> {
         self.stats.sample_errors += 1;
+        self.telemetry.count_server_error(&e);
         let since = *self.lost_since.get_or_insert_with(Instant::now);
         let down_for = since.elapsed();
         tracing::debug!("server unreachable for {:?}: {e}", down_for);
@@ -579,10 +668,12 @@ impl<S: Server> Controller<S> {
                         signals,
                     );
                     self.emit(ev);
+                    self.telemetry.count_error("state_file");
                     return Err(ControlError::State(source));
                 }
                 Err(ActuatorError::Server(e)) => {
                     self.stats.sets_failed += 1;
+                    self.telemetry.count_server_error(&e);
                     // The SET may or may not have happened: the next sample's value
                     // decides, before any further decision on this knob.
                     self.uncertain.insert(knob, (from, to));
@@ -633,6 +724,7 @@ impl<S: Server> Controller<S> {
     /// final state, and records the stop. Returns whether the server is back at its
     /// baseline (always true in dry-run, which changed nothing).
     pub async fn shutdown(&mut self, reason: &str) -> bool {
+        self.publish(Phase::Stopping);
         let mut restored = true;
         if !self.opts.dry_run {
             let limit = self.cfg.control.restore_timeout;
@@ -666,6 +758,151 @@ impl<S: Server> Controller<S> {
             restored,
         });
         restored
+    }
+}
+
+/// Operations hooks: the snapshot behind `/metrics` and the health endpoints, and
+/// configuration reload (SIGHUP).
+impl<S: Server> Controller<S> {
+    /// Publishes a [`Snapshot`] to `tx` now and after every tick from now on.
+    pub fn publish_to(&mut self, tx: watch::Sender<Arc<Snapshot>>) {
+        self.publisher = Some(tx);
+        self.publish(Phase::Running);
+    }
+
+    fn publish(&mut self, phase: Phase) {
+        if let Some(c) = &self.caps {
+            self.server_label = Some(format!("{} {}", c.identity.flavor, c.identity.version));
+        }
+        let Some(tx) = &self.publisher else {
+            return;
+        };
+        let connected = self.caps.is_some() && self.lost_since.is_none();
+        let snapshot = Snapshot {
+            phase,
+            dry_run: self.opts.dry_run,
+            connected,
+            last_sample: self.last_sample_at,
+            last_tick: self.last_tick_at,
+            server: self.server_label.clone(),
+            // Signals from before a lost connection describe a server that is gone.
+            signals: if connected {
+                self.last_signals.clone()
+            } else {
+                None
+            },
+            knobs: self.expected.clone(),
+            baseline: self.actuator.baseline().clone(),
+            managed: Knob::ALL
+                .into_iter()
+                .filter(|k| self.cfg.limits(*k).manage)
+                .collect(),
+            operator_owned: self.guard.operator_owned().map(|(k, _)| k).collect(),
+            ticks: self.stats.ticks,
+            samples_ok: self.stats.samples_ok,
+            sample_errors: self.stats.sample_errors,
+            sets_applied: self.stats.sets_applied,
+            sets_failed: self.stats.sets_failed,
+            telemetry: self.telemetry.clone(),
+            interval: self.cfg.sampler.interval,
+        };
+        tx.send_replace(Arc::new(snapshot));
+    }
+
+    fn count_event(&mut self, event: &Event) {
+        if let Event::Decision {
+            policy,
+            knob,
+            outcome,
+            ..
+        } = event
+        {
+            let outcome = serde_json::to_value(outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            self.telemetry.count_decision(policy, *knob, &outcome);
+        }
+        if let Some(name) = serde_json::to_value(event)
+            .ok()
+            .and_then(|v| v.get("event").and_then(|e| e.as_str()).map(str::to_string))
+        {
+            self.telemetry.count_event(&name);
+        }
+    }
+
+    /// Applies a new, validated configuration between ticks: guard limits, policies
+    /// (rebuilt, so their state starts over, only when `[policy.*]` changed), the
+    /// sampler's interval and window. What only a restart can change (`[server]`,
+    /// `[audit]`, `[http]`, `control.state_file`, `control.dry_run`) keeps its running
+    /// value and is named in the log. Returns those notes.
+    pub fn reload(&mut self, new: Config, source: &str) -> Vec<String> {
+        let old = &self.cfg;
+        let mut notes = Vec::new();
+        let mut fixed = |changed: bool, what: &str| {
+            if changed {
+                notes.push(format!("{what} changed: takes effect at the next restart"));
+            }
+        };
+        fixed(new.server != old.server, "[server]");
+        fixed(new.audit != old.audit, "[audit]");
+        fixed(new.http != old.http, "[http]");
+        fixed(
+            new.control.state_file != old.control.state_file,
+            "control.state_file",
+        );
+        fixed(
+            new.control.dry_run != old.control.dry_run,
+            "control.dry_run",
+        );
+        let mut cfg = new;
+        cfg.server = old.server.clone();
+        cfg.audit = old.audit.clone();
+        cfg.http = old.http.clone();
+        cfg.control.state_file = old.control.state_file.clone();
+        cfg.control.dry_run = old.control.dry_run;
+        for knob in Knob::ALL {
+            if old.limits(knob).manage && !cfg.limits(knob).manage {
+                if let Some(v) = self.actuator.last_set().get(&knob) {
+                    notes.push(format!(
+                        "{knob} is no longer managed: it keeps {v} until innopilot exits and restores its baseline"
+                    ));
+                }
+            }
+        }
+        self.guard
+            .set_limits(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
+        if cfg.policy != old.policy {
+            self.policies = build_policies(&cfg);
+        }
+        if cfg.sampler.window != old.sampler.window {
+            self.window = SignalWindow::new(cfg.sampler.window);
+        }
+        self.cfg = cfg;
+        self.telemetry.reloads_ok += 1;
+        self.telemetry.last_reload_ok = true;
+        tracing::info!(source, "configuration reloaded");
+        for n in &notes {
+            tracing::warn!("{n}");
+        }
+        notes
+    }
+
+    /// Records a reload that was refused (unreadable or invalid file): the running
+    /// configuration stays; the log and the audit log say why.
+    pub fn reload_rejected(&mut self, source: &str, error: &str) {
+        self.telemetry.reloads_failed += 1;
+        self.telemetry.last_reload_ok = false;
+        let message = format!(
+            "configuration reload from {source} refused, the running configuration stays: {error}"
+        );
+        tracing::error!("{message}");
+        self.emit(Event::Warning { message });
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.cfg
     }
 }
 
@@ -740,11 +977,14 @@ fn quote_account(account: &str) -> String {
     }
 }
 
-fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) {
+/// Writes one audit record; false (after logging why) when it could not be written.
+fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) -> bool {
     let rec = Record::new(unix_ms, mode, event);
     if let Err(e) = audit.write(&rec) {
         tracing::warn!("audit log: {e}");
+        return false;
     }
+    true
 }
 
 #[allow(clippy::too_many_arguments)]

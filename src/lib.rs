@@ -22,6 +22,15 @@
 //! - [`control`]: the loop tying it together, and its lifecycle (start, reconnect,
 //!   server restarts, shutdown).
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
+//! - [`replica`]: replica lag as a foreground signal (a policy, `[policy.replica]`).
+//! - [`metrics`]: the snapshot the loop publishes and its Prometheus text rendering.
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz` on a tiny tokio listener.
+//! - [`drain`]: `innopilot drain`, waiting for purge to catch up (before a shutdown).
+//! - [`diagnose`]: `innopilot diagnose`, a one-shot report with findings and SQL.
+//! - [`sim`]: the deterministic InnoDB model behind the same `Server` trait, scenarios,
+//!   peers, the runner and the comparison table (`innopilot simulate`).
+//! - [`replay`]: recordings of samples (`innopilot record`) and replaying a policy over
+//!   them (`innopilot replay`).
 
 pub mod actuator;
 pub mod audit;
@@ -29,9 +38,16 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 pub mod control;
+pub mod diagnose;
+pub mod drain;
 pub mod guard;
+pub mod http;
+pub mod metrics;
 pub mod policy;
+pub mod replay;
+pub mod replica;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod sim;
 pub mod state;

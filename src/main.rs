@@ -1,7 +1,9 @@
 //! The `innopilot` binary: parse the command line, set up logging, dispatch. All logic
 //! lives in the library; `anyhow` is used here only.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,7 +14,10 @@ use innopilot::audit::{AuditLog, Mode};
 use innopilot::cli::{Cli, Command, LogFormat};
 use innopilot::config::{Config, ConfigError};
 use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
-use innopilot::control::{recover, release_path, ControlError, Controller, RunOptions};
+use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
+use innopilot::diagnose;
+use innopilot::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
+use innopilot::metrics::Snapshot;
 use innopilot::report;
 use innopilot::sample::SignalWindow;
 use innopilot::server::dsn::DsnError;
@@ -34,9 +39,29 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Exit codes: 1 runtime, 2 configuration/arguments, 3 privileges.
+/// An outcome that is not an error in itself but has its own exit code (drain timed
+/// out: 5, interrupted: 130).
+#[derive(Debug)]
+struct Exit(u8, String);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// Exit codes: 1 runtime, 2 configuration/arguments, 3 privileges, 4 gave up on a lost
+/// server, 5 drain timed out, 130 drain interrupted.
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if let Some(Exit(code, _)) = cause.downcast_ref::<Exit>() {
+            return *code;
+        }
+        if let Some(d) = cause.downcast_ref::<DrainError>() {
+            return d.exit_code();
+        }
         if cause.is::<ConfigError>() || cause.is::<DsnError>() {
             return 2;
         }
@@ -171,6 +196,93 @@ async fn shutdown_signal() -> String {
     }
 }
 
+/// What `run`'s command line overrides in the configuration; applied again to a
+/// configuration reloaded on SIGHUP.
+#[derive(Debug, Clone, Default)]
+struct RunOverrides {
+    audit: Option<PathBuf>,
+    state_file: Option<PathBuf>,
+    interval: Option<Duration>,
+    listen: Option<String>,
+}
+
+impl RunOverrides {
+    fn apply(&self, config: &mut Config) {
+        if let Some(p) = &self.audit {
+            config.audit.path = p.clone();
+        }
+        if let Some(p) = &self.state_file {
+            config.control.state_file = p.clone();
+        }
+        if let Some(i) = self.interval {
+            config.sampler.interval = i;
+        }
+        if let Some(l) = &self.listen {
+            config.http.listen = l.clone();
+            config.http.enabled = true;
+        }
+    }
+}
+
+/// Re-reads the configuration file on every SIGHUP and hands the result (or why it
+/// was refused) to the loop, which applies it between ticks.
+async fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    path: Option<PathBuf>,
+    overrides: RunOverrides,
+    tx: tokio::sync::mpsc::UnboundedSender<Reload>,
+) {
+    while hup.recv().await.is_some() {
+        let req = match &path {
+            None => Reload::Rejected {
+                source: "built-in defaults".into(),
+                error: "innopilot was started without --config: there is no file to re-read".into(),
+            },
+            Some(p) => {
+                let source = p.display().to_string();
+                tracing::info!(file = %source, "SIGHUP: re-reading the configuration");
+                match Config::load(p) {
+                    Ok(mut c) => {
+                        overrides.apply(&mut c);
+                        Reload::Apply {
+                            config: Box::new(c),
+                            source,
+                        }
+                    }
+                    Err(e) => Reload::Rejected {
+                        source,
+                        error: e.to_string(),
+                    },
+                }
+            }
+        };
+        if tx.send(req).is_err() {
+            return;
+        }
+    }
+}
+
+/// Probes until the server answers or `limit` passes (`run --wait-for-server`).
+/// Only "cannot reach" errors are retried; anything else fails at once.
+async fn wait_for_server(server: &mut LiveServer, limit: Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut attempts = 0u64;
+    loop {
+        match server.probe().await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_connection_lost() && tokio::time::Instant::now() < deadline => {
+                if attempts % 10 == 0 {
+                    tracing::warn!("waiting for the server: {e}");
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run_controller(
     cli: &Cli,
     mut config: Config,
@@ -178,18 +290,49 @@ async fn run_controller(
     audit_path: Option<&std::path::Path>,
     state_file: Option<&std::path::Path>,
     interval: Option<Duration>,
+    listen: Option<&str>,
+    wait_for: Option<Duration>,
 ) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed first: SIGHUP's default action would end the process.
+    let hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
     let dry_run = dry_run || config.control.dry_run;
-    if let Some(p) = audit_path {
-        config.audit.path = p.to_path_buf();
+    let overrides = RunOverrides {
+        audit: audit_path.map(Path::to_path_buf),
+        state_file: state_file.map(Path::to_path_buf),
+        interval,
+        listen: listen.map(str::to_string),
+    };
+    overrides.apply(&mut config);
+    let (snapshot_tx, snapshot_rx) = tokio::sync::watch::channel(Arc::new(Snapshot {
+        dry_run,
+        interval: config.sampler.interval,
+        ..Snapshot::default()
+    }));
+    let http_task = if config.http.enabled {
+        let listener = innopilot::http::bind(&config.http.listen).await?;
+        let addr = innopilot::http::local_addr(&listener)
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| config.http.listen.clone());
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz on http://{addr}/");
+        Some(innopilot::http::spawn(
+            listener,
+            snapshot_rx,
+            config.http.stale_after,
+        ))
+    } else {
+        None
+    };
+    let mut server = server_from(cli, &config)?;
+    if let Some(limit) = wait_for {
+        tokio::select! {
+            r = wait_for_server(&mut server, limit) => r?,
+            reason = shutdown_signal() => {
+                tracing::info!("stopped on {reason} while waiting for the server; nothing was changed");
+                return Ok(());
+            }
+        }
     }
-    if let Some(p) = state_file {
-        config.control.state_file = p.to_path_buf();
-    }
-    if let Some(i) = interval {
-        config.sampler.interval = i;
-    }
-    let server = server_from(cli, &config)?;
     let target = server.target().to_string();
     let audit = match AuditLog::open(&config.audit) {
         Ok(a) => a,
@@ -208,9 +351,16 @@ async fn run_controller(
         config_path: cli.global.config.as_ref().map(|p| p.display().to_string()),
         target,
     };
+    let config_path = cli.global.config.clone();
     let mut ctl = Controller::start(server, config, opts, audit).await?;
+    ctl.publish_to(snapshot_tx);
+    let (reload_tx, mut reload_rx) = tokio::sync::mpsc::unbounded_channel();
+    let reload_task = tokio::spawn(reload_on_sighup(hup, config_path, overrides, reload_tx));
     tracing::info!(dry_run, "innopilot running");
-    match ctl.run(shutdown_signal()).await {
+    let result = ctl.run_with_reload(shutdown_signal(), &mut reload_rx).await;
+    reload_task.abort();
+    // The endpoints stay up while the baseline is restored (/readyz says "stopping").
+    let outcome = match result {
         Ok(reason) => {
             let restored = ctl.shutdown(&reason).await;
             if !restored {
@@ -222,7 +372,86 @@ async fn run_controller(
             ctl.shutdown(&e.to_string()).await;
             Err(e.into())
         }
+    };
+    if let Some(t) = http_task {
+        t.abort();
     }
+    outcome
+}
+
+async fn drain_cmd(
+    cli: &Cli,
+    config: &Config,
+    opts: DrainOptions,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let mut server = server_from(cli, config)?;
+    let mut progress = Progress::stderr(quiet);
+    let report = drain::drain(
+        &mut server,
+        &config.knobs,
+        &opts,
+        shutdown_signal(),
+        &mut progress,
+    )
+    .await?;
+    let summary = format!(
+        "history {} -> {} in {} (target {}, {})",
+        report.start_history,
+        report
+            .end_history
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        drain::short_duration(report.elapsed.as_secs_f64()),
+        opts.target,
+        report.method
+    );
+    match report.ended {
+        Ended::Done => {
+            println!("drained: {summary}");
+            Ok(())
+        }
+        Ended::TimedOut => Err(Exit(
+            5,
+            format!(
+                "drain timed out after {}: {summary}",
+                humantime::format_duration(opts.timeout)
+            ),
+        )
+        .into()),
+        Ended::Interrupted => Err(Exit(130, format!("drain interrupted: {summary}")).into()),
+    }
+}
+
+async fn diagnose_cmd(
+    cli: &Cli,
+    config: &Config,
+    json: bool,
+    engine_status: bool,
+    samples: u32,
+    interval: Option<Duration>,
+) -> anyhow::Result<()> {
+    let mut server = server_from(cli, config)?;
+    let target = server.target().to_string();
+    let facts = diagnose::gather(
+        &mut server,
+        samples,
+        interval.unwrap_or(config.sampler.interval),
+        config.sampler.window,
+        engine_status,
+        config.policy.replica.max_lag,
+    )
+    .await?;
+    let findings = diagnose::analyze(&facts);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&diagnose::to_json(&facts, &findings, &target))?
+        );
+    } else {
+        print!("{}", diagnose::to_text(&facts, &findings, &target));
+    }
+    Ok(())
 }
 
 fn release(
@@ -316,6 +545,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             audit,
             state_file,
             interval,
+            listen,
+            wait_for_server,
         } => {
             let config = load_config(&cli)?;
             run_controller(
@@ -325,8 +556,52 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 audit.as_deref(),
                 state_file.as_deref(),
                 *interval,
+                listen.as_deref(),
+                *wait_for_server,
             )
             .await
+        }
+        Command::Drain {
+            target,
+            timeout,
+            boost,
+            boost_purge_threads,
+            boost_io_capacity,
+            progress_interval,
+            poll,
+            quiet,
+        } => {
+            let config = load_config(&cli)?;
+            let opts = DrainOptions {
+                target: *target,
+                timeout: *timeout,
+                boost: boost.then_some(Boost {
+                    purge_threads: *boost_purge_threads,
+                    io_capacity: *boost_io_capacity,
+                }),
+                progress_every: *progress_interval,
+                poll_only: *poll,
+            };
+            drain_cmd(&cli, &config, opts, *quiet).await
+        }
+        Command::Diagnose {
+            json,
+            engine_status,
+            samples,
+            interval,
+        } => {
+            let config = load_config(&cli)?;
+            diagnose_cmd(&cli, &config, *json, *engine_status, *samples, *interval).await
+        }
+        Command::Completions { shell } => {
+            use std::io::Write;
+            std::io::stdout().write_all(&innopilot::cli::completions(*shell))?;
+            Ok(())
+        }
+        Command::Man => {
+            use std::io::Write;
+            std::io::stdout().write_all(&innopilot::cli::man_page()?)?;
+            Ok(())
         }
         Command::Release { knob, state_file } => {
             let config = load_config(&cli)?;

@@ -85,6 +85,10 @@ pub struct Sample {
     pub undo_bytes: Option<u64>,
     /// Counter: undo tablespace truncations (MariaDB Innodb_undo_truncations).
     pub undo_truncations: Option<u64>,
+    /// Number of undo tablespaces: MySQL counts the undo tablespaces of
+    /// INNODB_TABLESPACES, MariaDB reports `innodb_undo_tablespaces` (0: undo lives in
+    /// the system tablespace). Truncation needs at least two (WL#6965).
+    pub undo_tablespaces: Option<u64>,
     /// Seconds behind the source, when this server is a replica with a running SQL
     /// thread; `None` when not a replica or not known.
     pub replica_lag_s: Option<u64>,
@@ -198,7 +202,7 @@ pub const STATUS_NAMES: &[&str] = &[
 ];
 
 /// Variables the sampler reads besides the knobs.
-pub const EXTRA_VARIABLE_NAMES: &[&str] = &["innodb_log_files_in_group"];
+pub const EXTRA_VARIABLE_NAMES: &[&str] = &["innodb_log_files_in_group", "innodb_undo_tablespaces"];
 
 /// INNODB_METRICS counters read on MySQL.
 pub const METRIC_NAMES: &[&str] = &[
@@ -299,6 +303,11 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
     s.commits = rows.status("Com_commit", &mut u);
     s.threads_running = rows.status("Threads_running", &mut u);
     s.undo_truncations = rows.status("Innodb_undo_truncations", &mut u);
+    s.undo_tablespaces = if rows.undo_spaces.is_empty() {
+        rows.variable("innodb_undo_tablespaces", &mut u)
+    } else {
+        Some(rows.undo_spaces.len() as u64)
+    };
     if !rows.undo_spaces.is_empty() {
         let mut total: Option<u64> = Some(0);
         for v in &rows.undo_spaces {
@@ -357,6 +366,43 @@ pub struct Signals {
     pub rows_deleted_rate: Option<f64>,
     pub commit_rate: Option<f64>,
     pub dirty_fraction: Option<f64>,
+    /// History length around the oldest transaction's read view, from the window's
+    /// long memory of history ([`HISTORY_MEMORY`]); `None` when the oldest
+    /// transaction holds no read view. What [`crate::policy::purge_rate::estimate`]
+    /// splits history into purgeable and blocked with.
+    #[serde(default)]
+    pub view_history: Option<ViewHistory>,
+    /// Fastest history decrease seen lately, records/s (positive): the largest
+    /// −history_rate, decaying with a [`DRAIN_HALF_LIFE`] half-life. Purge drained at
+    /// least this fast then, so it is a rough lower bound on what purge can do.
+    #[serde(default)]
+    pub history_drain_rate: Option<f64>,
+}
+
+/// How far back [`SignalWindow`] remembers history length (one point per second at
+/// most), to know what history was when a long read view began.
+pub const HISTORY_MEMORY: Duration = Duration::from_secs(3600);
+
+/// Half-life of [`Signals::history_drain_rate`]'s decaying peak.
+pub const DRAIN_HALF_LIFE: Duration = Duration::from_secs(600);
+
+/// History length since the oldest transaction's read view began. Everything that
+/// entered history after that moment is needed by the view and cannot be purged
+/// until it ends; what was there before can.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ViewHistory {
+    /// History when the view began (the last remembered point at or before its start);
+    /// `None` when the view is older than what the window remembers (innopilot started,
+    /// reconnected or the server restarted after it began, or it is older than
+    /// [`HISTORY_MEMORY`]).
+    pub at_start: Option<u64>,
+    /// Lowest history seen since the view began (or since memory starts, when it is
+    /// older), the current value included.
+    pub min: u64,
+    /// When `min` was seen (monotonic ms).
+    pub min_t_ms: u64,
+    /// Seconds of the view's life that memory covers.
+    pub covered_s: f64,
 }
 
 /// A sliding window of samples from one server life.
@@ -364,6 +410,10 @@ pub struct Signals {
 pub struct SignalWindow {
     span: Duration,
     samples: VecDeque<Sample>,
+    /// (t_ms, history_len), at least a second apart, up to [`HISTORY_MEMORY`] back.
+    history_log: VecDeque<(u64, u64)>,
+    /// Decaying peak of −history_rate: (records/s, when).
+    drain: Option<(f64, u64)>,
 }
 
 fn counter_went_back(prev: &Sample, cur: &Sample) -> bool {
@@ -380,6 +430,34 @@ fn counter_went_back(prev: &Sample, cur: &Sample) -> bool {
         .iter()
         .any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if b < a))
         || cur.t_ms < prev.t_ms
+}
+
+/// Whether `cur` comes from a later life of the server than `prev` (it restarted in
+/// between), however short the outage. Uptime alone has one-second resolution, so a
+/// quick kill and restart can show the same uptime; the server's start time (wall
+/// clock minus uptime) moving forward, or a status counter that restarts from zero
+/// going down, also tells.
+pub fn looks_restarted(prev: &Sample, cur: &Sample) -> bool {
+    if let (Some(a), Some(b)) = (prev.uptime_s, cur.uptime_s) {
+        if b < a {
+            return true;
+        }
+        // The server's start time, in ms; 2 s of slack for uptime's whole seconds and
+        // the time between reading the clock and the status.
+        let started = |s: &Sample, up: u64| s.unix_ms as i64 - (up as i64) * 1000;
+        if prev.unix_ms > 0 && cur.unix_ms > 0 && started(cur, b) - started(prev, a) > 2_000 {
+            return true;
+        }
+    }
+    [
+        (prev.commits, cur.commits),
+        (prev.rows_updated, cur.rows_updated),
+        (prev.rows_inserted, cur.rows_inserted),
+        (prev.rows_deleted, cur.rows_deleted),
+        (prev.pages_flushed, cur.pages_flushed),
+    ]
+    .iter()
+    .any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if b < a))
 }
 
 fn rate(prev: Option<u64>, cur: Option<u64>, dt_s: f64) -> Option<f64> {
@@ -414,12 +492,16 @@ impl SignalWindow {
         SignalWindow {
             span,
             samples: VecDeque::new(),
+            history_log: VecDeque::new(),
+            drain: None,
         }
     }
 
     /// Forgets everything (after a reconnect: samples from before cannot be trusted).
     pub fn reset(&mut self) {
         self.samples.clear();
+        self.history_log.clear();
+        self.drain = None;
     }
 
     pub fn len(&self) -> usize {
@@ -437,7 +519,27 @@ impl SignalWindow {
         if let Some(prev) = self.samples.back() {
             if counter_went_back(prev, &sample) {
                 self.samples.clear();
+                self.history_log.clear();
+                self.drain = None;
                 reset = true;
+            }
+        }
+        if let Some(h) = sample.history_len {
+            let t = sample.t_ms;
+            if self
+                .history_log
+                .back()
+                .map_or(true, |(last, _)| t >= last.saturating_add(1000))
+            {
+                self.history_log.push_back((t, h));
+            }
+            let memory_ms = HISTORY_MEMORY.as_millis() as u64;
+            while self
+                .history_log
+                .front()
+                .is_some_and(|(f, _)| t.saturating_sub(*f) > memory_ms)
+            {
+                self.history_log.pop_front();
             }
         }
         self.samples.push_back(sample);
@@ -451,7 +553,68 @@ impl SignalWindow {
         {
             self.samples.pop_front();
         }
-        self.derive(reset)
+        let mut sig = self.derive(reset);
+        sig.view_history = self.view_history(&sig.sample);
+        sig.history_drain_rate = self.update_drain(&sig);
+        sig
+    }
+
+    /// What history did since the oldest transaction's read view began.
+    fn view_history(&self, cur: &Sample) -> Option<ViewHistory> {
+        let trx = cur.oldest_trx.as_ref().filter(|t| t.holds_read_view)?;
+        let h = cur.history_len?;
+        let now = cur.t_ms;
+        let age_ms = trx.age_s.saturating_mul(1000);
+        // A view older than the clock's epoch began before anything was remembered.
+        let start = now.checked_sub(age_ms);
+        let first = self.history_log.front().map(|p| p.0).unwrap_or(now);
+        let at_start = start.and_then(|t0| {
+            self.history_log
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= t0)
+                .map(|(_, v)| *v)
+        });
+        let from = match (start, at_start) {
+            (Some(t0), Some(_)) => t0,
+            _ => first,
+        };
+        let mut min = (h, now);
+        if let Some(v) = at_start.filter(|v| *v < h) {
+            min = (v, from);
+        }
+        for (t, v) in self.history_log.iter().filter(|(t, _)| *t >= from) {
+            if *v < min.0 {
+                min = (*v, *t);
+            }
+        }
+        let covered_from = start.map_or(first, |t0| t0.max(first));
+        Some(ViewHistory {
+            at_start,
+            min: min.0,
+            min_t_ms: min.1,
+            covered_s: now.saturating_sub(covered_from) as f64 / 1000.0,
+        })
+    }
+
+    /// Updates the decaying peak of −history_rate. A slope over fewer than three
+    /// samples is too noisy to count.
+    fn update_drain(&mut self, sig: &Signals) -> Option<f64> {
+        let now = sig.t_ms;
+        let decayed = self.drain.map(|(r, t)| {
+            let dt = now.saturating_sub(t) as f64 / 1000.0;
+            r * 0.5f64.powf(dt / DRAIN_HALF_LIFE.as_secs_f64())
+        });
+        let seen = sig
+            .history_rate
+            .filter(|r| r.is_finite() && *r < 0.0 && self.samples.len() >= 3)
+            .map(|r| -r);
+        let peak = match (decayed, seen) {
+            (Some(d), Some(s)) => Some(d.max(s)),
+            (d, s) => d.or(s),
+        };
+        self.drain = peak.map(|p| (p, now));
+        peak.filter(|p| *p > 0.0)
     }
 
     fn derive(&self, reset: bool) -> Signals {
@@ -659,6 +822,39 @@ mod tests {
         assert_eq!(w.len(), 1);
         let next = w.push(sample_at(3, 4, 20, 105));
         assert!((next.dml_rate.unwrap() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn restart_detection_beyond_uptime() {
+        let before = Sample {
+            unix_ms: 100_000,
+            uptime_s: Some(2),
+            commits: Some(500),
+            ..Sample::default()
+        };
+        // Same uptime, but the server started 3 s later: a new life.
+        let quick = Sample {
+            unix_ms: 104_000,
+            uptime_s: Some(2),
+            ..Sample::default()
+        };
+        assert!(looks_restarted(&before, &quick));
+        // Counters from zero again.
+        let counters = Sample {
+            unix_ms: 101_000,
+            uptime_s: Some(3),
+            commits: Some(4),
+            ..Sample::default()
+        };
+        assert!(looks_restarted(&before, &counters));
+        // The same life one second on.
+        let same = Sample {
+            unix_ms: 101_000,
+            uptime_s: Some(3),
+            commits: Some(900),
+            ..Sample::default()
+        };
+        assert!(!looks_restarted(&before, &same));
     }
 
     #[test]

@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use common::run::{events, globals, knob, signal, wait_exit, wait_for_applied, Run};
 use common::{eventually, innopilot_bin, MariaDb};
 
 /// Narrow watermarks and short dwell times, so redo fill under a small update load
@@ -36,113 +35,6 @@ max_purge_threads = 4
 hysteresis_pct = 0.5
 "#;
 
-struct Run {
-    dir: tempfile::TempDir,
-}
-
-impl Run {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        // The state file in the config too, so `innopilot status --config` finds it.
-        let state = dir.path().join("state.json");
-        let config = CONFIG.replace(
-            "[control]\n",
-            &format!(
-                "[control]\nstate_file = {:?}\n",
-                state.display().to_string()
-            ),
-        );
-        std::fs::write(dir.path().join("innopilot.toml"), config).unwrap();
-        Run { dir }
-    }
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("innopilot.toml")
-    }
-    fn audit(&self) -> PathBuf {
-        self.dir.path().join("audit.jsonl")
-    }
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state.json")
-    }
-    fn spawn(&self, dsn: &str, extra: &[&str]) -> Child {
-        Command::new(innopilot_bin())
-            .arg("run")
-            .args(extra)
-            .arg("--config")
-            .arg(self.config())
-            .arg("--dsn")
-            .arg(dsn)
-            .arg("--audit")
-            .arg(self.audit())
-            .arg("--state-file")
-            .arg(self.state())
-            .env("RUST_LOG", "innopilot=info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn innopilot run")
-    }
-    fn records(&self) -> Vec<serde_json::Value> {
-        read_jsonl(&self.audit())
-    }
-}
-
-fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn events<'a>(recs: &'a [serde_json::Value], event: &str) -> Vec<&'a serde_json::Value> {
-    recs.iter().filter(|r| r["event"] == event).collect()
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(child.id().to_string())
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill -{sig} failed");
-}
-
-/// Waits for the child to exit, killing it after `limit`; returns (code, stderr).
-fn wait_exit(mut child: Child, limit: Duration) -> (Option<i32>, String) {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                use std::io::Read;
-                let _ = e.read_to_string(&mut err);
-            }
-            return (status.code(), err);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("innopilot did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Every global variable, as the server reports it.
-async fn globals(db: &MariaDb) -> BTreeMap<String, Option<String>> {
-    db.query_rows("SHOW GLOBAL VARIABLES")
-        .await
-        .into_iter()
-        .filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone())))
-        .collect()
-}
-
-async fn knob(db: &MariaDb, name: &str) -> u64 {
-    db.global_variable(name).await.unwrap().parse().unwrap()
-}
-
 async fn loaded_server() -> (MariaDb, common::LoadHandle) {
     let db = MariaDb::new();
     db.prepare_table(20_000).await;
@@ -150,25 +42,11 @@ async fn loaded_server() -> (MariaDb, common::LoadHandle) {
     (db, load)
 }
 
-async fn wait_for_applied(run: &Run, knob_name: &str) -> serde_json::Value {
-    eventually(
-        &format!("an applied decision on {knob_name} in the audit log"),
-        Duration::from_secs(40),
-        Duration::from_millis(250),
-        || async {
-            run.records().into_iter().find(|r| {
-                r["event"] == "decision" && r["knob"] == knob_name && r["applied"] == true
-            })
-        },
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_decides_but_changes_nothing() {
     let (db, load) = loaded_server().await;
     let before = globals(&db).await;
-    let run = Run::new();
+    let run = Run::with_config(CONFIG);
     let child = run.spawn(&db.dsn(), &["--dry-run"]);
     eventually(
         "a dry-run decision",
@@ -216,9 +94,9 @@ async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     let (db, load) = loaded_server().await;
     let before = globals(&db).await;
     let view = db.hold_read_view().await;
-    let run = Run::new();
+    let run = Run::with_config(CONFIG);
     let child = run.spawn(&db.dsn(), &[]);
-    let first = wait_for_applied(&run, "innodb_purge_threads").await;
+    let first = wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
     let to = first["to"].as_u64().unwrap();
     assert!((1..=4).contains(&to), "{first}");
     assert_eq!(first["readback"], first["to"]);
@@ -253,7 +131,7 @@ async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
 async fn sigkill_then_next_start_restores_the_baseline() {
     let (db, load) = loaded_server().await;
     let baseline = knob(&db, "innodb_purge_threads").await;
-    let run = Run::new();
+    let run = Run::with_config(CONFIG);
     let child = run.spawn(&db.dsn(), &[]);
     // Wait until innopilot has moved the knob away from the baseline, then kill it.
     eventually(
@@ -346,9 +224,9 @@ async fn sigkill_then_next_start_restores_the_baseline() {
 async fn operator_set_is_never_reverted() {
     let (db, load) = loaded_server().await;
     let view = db.hold_read_view().await;
-    let run = Run::new();
+    let run = Run::with_config(CONFIG);
     let child = run.spawn(&db.dsn(), &[]);
-    wait_for_applied(&run, "innodb_purge_threads").await;
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
     // An operator picks a value innopilot would never choose (above its max of 4).
     db.exec("SET GLOBAL innodb_purge_threads = 7").await;
     eventually(
@@ -422,7 +300,7 @@ async fn without_set_privilege_live_exits_3_and_dry_run_works() {
             &["PROCESS ON *.*", "REPLICATION CLIENT ON *.*"],
         )
         .await;
-    let run = Run::new();
+    let run = Run::with_config(CONFIG);
     let child = run.spawn(&dsn, &[]);
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(3), "stderr: {err}");

@@ -6,6 +6,9 @@
 //! knob, then the guard bounds it and the actuator applies it.
 
 pub mod arbiter;
+pub mod flush;
+pub mod purge_rate;
+pub mod undo;
 pub mod watermark;
 
 use serde::Serialize;
@@ -86,8 +89,17 @@ pub struct PolicyInput<'a> {
 /// and on a config reload; adding a policy means adding it here.
 pub fn build(cfg: &crate::config::PolicyConfig) -> Vec<Box<dyn Policy>> {
     let mut out: Vec<Box<dyn Policy>> = Vec::new();
+    if cfg.flush.enabled {
+        out.push(Box::new(flush::Flush::new(cfg.flush.clone())));
+    }
     if cfg.watermark.enabled {
         out.push(Box::new(watermark::Watermark::new(cfg.watermark.clone())));
+    }
+    if cfg.purge_rate.enabled {
+        out.push(Box::new(purge_rate::PurgeRate::new(cfg.purge_rate.clone())));
+    }
+    if cfg.undo.enabled {
+        out.push(Box::new(undo::Undo::new(cfg.undo.clone())));
     }
     out
 }
@@ -101,4 +113,134 @@ pub trait Policy: Send {
     /// Forgets internal state (after a reconnect or a server restart, or when the
     /// operator hands a knob back) so the next decision starts without a bump.
     fn reset(&mut self) {}
+}
+
+/// Test helpers shared by the policies' tests: probed capabilities per flavor and a
+/// closed loop that drives policies the way the controller does (signals → decide →
+/// arbiter → guard → "server"), without a server.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use std::collections::BTreeMap;
+
+    use super::arbiter::{arbitrate, Decision};
+    use super::{Policy, PolicyInput};
+    use crate::config::Config;
+    use crate::guard::{Guard, Verdict};
+    use crate::sample::{Sample, SignalWindow, Signals};
+    use crate::server::flavor::{
+        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
+    };
+    use crate::server::{Capabilities, Knob, KnobValues};
+
+    /// Capabilities as probed: `read_only` is what MariaDB's SYSTEM_VARIABLES says;
+    /// MySQL says nothing (None) and innopilot's version table decides.
+    pub fn caps(version: &str, read_only: impl Fn(&str) -> Option<bool>) -> Capabilities {
+        let id = ServerIdentity::parse(version, "").unwrap();
+        let maria = version.contains("MariaDB");
+        let rows: Vec<VariableMeta> = Knob::ALL
+            .iter()
+            .map(|k| k.var_name())
+            .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
+            .map(|n| VariableMeta {
+                name: n.into(),
+                value: Some("1".into()),
+                read_only: read_only(n),
+                min: None,
+                max: None,
+            })
+            .collect();
+        Capabilities {
+            knobs: build_knob_caps(&id, &rows),
+            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
+            identity: id,
+            can_set_global: true,
+            account: "innopilot@localhost".into(),
+        }
+    }
+
+    pub fn mariadb() -> Capabilities {
+        caps("10.11.19-MariaDB", |_| Some(false))
+    }
+
+    pub fn mysql() -> Capabilities {
+        caps("8.0.40", |_| None)
+    }
+
+    /// The controller's loop without a server: the guard's default limits (or the
+    /// given ones) decide what is applied, and applied values are in effect at once.
+    pub struct Loop {
+        pub caps: Capabilities,
+        pub baseline: KnobValues,
+        pub current: KnobValues,
+        pub window: SignalWindow,
+        pub guard: Guard,
+        /// (t_ms, knob, from, to) of every applied change.
+        pub applied: Vec<(u64, Knob, u64, u64)>,
+    }
+
+    impl Loop {
+        pub fn new(caps: Capabilities, baseline: KnobValues) -> Self {
+            let cfg = Config::default();
+            Loop {
+                caps,
+                current: baseline.clone(),
+                baseline,
+                window: SignalWindow::new(cfg.sampler.window),
+                guard: Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute),
+                applied: Vec::new(),
+            }
+        }
+
+        /// One tick: the sample's knobs are overwritten with what is in effect.
+        pub fn tick(
+            &mut self,
+            policies: &mut [&mut dyn Policy],
+            mut sample: Sample,
+        ) -> (Signals, BTreeMap<Knob, Decision>) {
+            sample.knobs = self.current.clone();
+            let signals = self.window.push(sample);
+            let input = PolicyInput {
+                signals: &signals,
+                caps: &self.caps,
+                current: &self.current,
+                baseline: &self.baseline,
+            };
+            let mut proposals = Vec::new();
+            for p in policies.iter_mut() {
+                proposals.extend(p.decide(&input));
+            }
+            let decisions = arbitrate(proposals);
+            let mut changes = Vec::new();
+            for (knob, d) in &decisions {
+                let Some(&cur) = self.current.get(knob) else {
+                    continue;
+                };
+                let v = self.guard.review(
+                    signals.t_ms,
+                    *knob,
+                    d.winner.value,
+                    cur,
+                    self.caps.knob(*knob),
+                );
+                if let Verdict::Apply { value, .. } = v {
+                    changes.push((*knob, cur, value));
+                }
+            }
+            for (knob, from, to) in changes {
+                self.guard.record_applied(signals.t_ms, knob);
+                self.current.insert(knob, to);
+                self.applied.push((signals.t_ms, knob, from, to));
+            }
+            (signals, decisions)
+        }
+
+        /// Changes applied to one knob.
+        pub fn changes(&self, knob: Knob) -> Vec<(u64, u64, u64)> {
+            self.applied
+                .iter()
+                .filter(|a| a.1 == knob)
+                .map(|a| (a.0, a.2, a.3))
+                .collect()
+        }
+    }
 }

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Knob, ServerError};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flavor {
     MariaDb,
@@ -26,7 +26,7 @@ impl fmt::Display for Flavor {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Version {
     pub major: u32,
     pub minor: u32,
@@ -50,7 +50,7 @@ impl fmt::Display for Version {
 }
 
 /// The server's own word on what it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerIdentity {
     pub flavor: Flavor,
     pub version: Version,
@@ -106,7 +106,7 @@ impl ServerIdentity {
 }
 
 /// Whether `SET GLOBAL` can change a knob on this server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dynamic {
     Yes,
@@ -130,7 +130,7 @@ pub struct VariableMeta {
 }
 
 /// What innopilot may do with one knob on this server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnobCap {
     pub exists: bool,
     pub dynamic: Dynamic,
@@ -149,7 +149,7 @@ impl KnobCap {
 }
 
 /// Where the redo fill comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RedoSource {
     /// MariaDB: status Innodb_checkpoint_age / Innodb_checkpoint_max_age.
@@ -163,7 +163,7 @@ pub enum RedoSource {
 }
 
 /// Where history length comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HistorySource {
     /// MariaDB: status Innodb_history_list_length.
@@ -173,7 +173,7 @@ pub enum HistorySource {
 }
 
 /// Where undo tablespace sizes come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UndoSource {
     /// MySQL 8.0+: information_schema.INNODB_TABLESPACES (SPACE_TYPE='Undo').
@@ -184,7 +184,7 @@ pub enum UndoSource {
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplicaSource {
     /// Not a replica (SHOW REPLICA STATUS returned no row at probe time).
@@ -196,7 +196,7 @@ pub enum ReplicaSource {
 }
 
 /// For each signal, where to read it on this server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalSources {
     pub redo: RedoSource,
     pub history: HistorySource,
@@ -205,7 +205,7 @@ pub struct SignalSources {
 }
 
 /// Everything innopilot learned about a server at probe time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
     pub identity: ServerIdentity,
     pub knobs: BTreeMap<Knob, KnobCap>,

@@ -11,6 +11,7 @@
 //! preparable), built only from innopilot's own constants, the [`Knob`] allowlist and
 //! typed integers. Values are read as bytes and parsed by `sample::parse_u64`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -660,6 +661,195 @@ impl Server for LiveServer {
             what: "reading back a SET GLOBAL",
             detail: format!("{knob}: {e}"),
         })
+    }
+}
+
+/// A session of its own for `SET GLOBAL innodb_max_purge_lag_wait = N` (MariaDB), which
+/// blocks its session until the history list is at most N. Used by `innopilot drain`;
+/// the sampling connection stays free for progress reports meanwhile.
+pub struct PurgeLagWait {
+    conn: MySqlConnection,
+    connection_id: u64,
+    target: ConnectTarget,
+}
+
+impl PurgeLagWait {
+    /// The session's `CONNECTION_ID()`, for [`LiveServer::kill_query`].
+    pub fn connection_id(&self) -> u64 {
+        self.connection_id
+    }
+
+    /// Blocks until history ≤ `target` (the server checks every 100 ms), at most
+    /// `limit` client side; the server stops it too, by `max_statement_time`. The SQL
+    /// is built from the variable's constant name and a typed integer only.
+    pub async fn wait(mut self, target: u32, limit: Duration) -> Result<(), ServerError> {
+        let what = "waiting for purge (SET GLOBAL innodb_max_purge_lag_wait)";
+        let sql = format!("SET GLOBAL innodb_max_purge_lag_wait = {target}");
+        match tokio::time::timeout(limit, execute(&mut self.conn, &sql)).await {
+            Err(_) => Err(ServerError::Timeout { what, after: limit }),
+            Ok(Err(e)) => {
+                let message = self.target.redact(&e.to_string());
+                Err(match &e {
+                    sqlx::Error::Database(db)
+                        if db.code().as_deref() == Some("42000")
+                            && (message.contains("denied") || message.contains("privilege")) =>
+                    {
+                        ServerError::Denied {
+                            what,
+                            message,
+                            hint: "SET GLOBAL needs SUPER (MariaDB)",
+                        }
+                    }
+                    sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => {
+                        ServerError::Lost { what, message }
+                    }
+                    _ => ServerError::Query { what, message },
+                })
+            }
+            Ok(Ok(_)) => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    Box::pin(self.conn.close()) as BoxFut<'_, _>,
+                )
+                .await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One session of the process list (for naming the transaction that blocks purge).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionInfo {
+    pub command: Option<String>,
+    /// Seconds in the current state.
+    pub time_s: Option<u64>,
+    pub state: Option<String>,
+    /// The statement it runs now (PROCESSLIST INFO), truncated; `None` when idle.
+    pub info: Option<String>,
+}
+
+/// Narrow, typed helpers for `drain` and `diagnose`: every statement is built from
+/// innopilot's own constants and typed integers, never from input.
+impl LiveServer {
+    /// Opens the dedicated session for [`PurgeLagWait::wait`]; the server stops its
+    /// statement after `limit` (max_statement_time).
+    pub async fn purge_lag_waiter(&self, limit: Duration) -> Result<PurgeLagWait, ServerError> {
+        let mut conn = self.open_connection(limit).await?;
+        let what = "opening the purge wait session (SELECT CONNECTION_ID())";
+        let rows = match tokio::time::timeout(
+            self.opts.query_timeout,
+            fetch_all(&mut conn, "SELECT CAST(CONNECTION_ID() AS CHAR)"),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(ServerError::Timeout {
+                    what,
+                    after: self.opts.query_timeout,
+                })
+            }
+            Ok(Err(e)) => return Err(self.query_error(what, e)),
+            Ok(Ok(rows)) => rows,
+        };
+        let connection_id = rows
+            .first()
+            .and_then(|r| col(r, 0))
+            .and_then(|v| parse_u64(&v).ok())
+            .ok_or(ServerError::Unexpected {
+                what,
+                detail: "no connection id".into(),
+            })?;
+        Ok(PurgeLagWait {
+            conn,
+            connection_id,
+            target: self.target.clone(),
+        })
+    }
+
+    /// `KILL QUERY id`: stops the statement another session of innopilot's own runs
+    /// (the purge wait, on timeout or Ctrl-C).
+    pub async fn kill_query(&mut self, connection_id: u64) -> Result<(), ServerError> {
+        let sql = format!("KILL QUERY {connection_id}");
+        self.fetch("stopping the purge wait (KILL QUERY)", &sql)
+            .await
+            .map(|_| ())
+    }
+
+    async fn name_values(
+        &mut self,
+        what: &'static str,
+        show: &'static str,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        if names.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        // SHOW ... WHERE works alike on MariaDB and MySQL 5.7+; the names are
+        // innopilot's own constants (`&'static str`).
+        let sql = format!(
+            "{show} WHERE Variable_name IN ({})",
+            quoted_list(names.iter().copied())
+        );
+        let rows = self.fetch(what, &sql).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    col(r, 0)?.to_ascii_lowercase(),
+                    col(r, 1).unwrap_or_default(),
+                ))
+            })
+            .collect())
+    }
+
+    /// Global variables by (constant) name: lower-cased name → value as text. Missing
+    /// variables are absent.
+    pub async fn read_variables(
+        &mut self,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        self.name_values("reading global variables", "SHOW GLOBAL VARIABLES", names)
+            .await
+    }
+
+    /// Global status values by (constant) name: lower-cased name → value as text.
+    pub async fn read_status(
+        &mut self,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        self.name_values("reading global status", "SHOW GLOBAL STATUS", names)
+            .await
+    }
+
+    /// The process-list row of one connection, its statement cut to `max_chars`.
+    pub async fn session_info(
+        &mut self,
+        thread_id: u64,
+        max_chars: u32,
+    ) -> Result<Option<SessionInfo>, ServerError> {
+        let sql = format!(
+            "SELECT COMMAND, CAST(TIME AS CHAR), STATE, LEFT(INFO, {max_chars}) \
+             FROM information_schema.PROCESSLIST WHERE ID = {thread_id}"
+        );
+        let rows = self
+            .fetch("reading a session (information_schema.PROCESSLIST)", &sql)
+            .await?;
+        Ok(rows.first().map(|r| SessionInfo {
+            command: col(r, 0),
+            time_s: col(r, 1).and_then(|v| parse_u64(&v).ok()),
+            state: col(r, 2).filter(|s| !s.is_empty()),
+            info: col(r, 3),
+        }))
+    }
+
+    /// `SHOW ENGINE INNODB STATUS`, once, under the query timeout: it takes the lock
+    /// system latch and has been seen to hang for minutes (seed 004), so never in a loop.
+    pub async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
+        let rows = self
+            .fetch("SHOW ENGINE INNODB STATUS", "SHOW ENGINE INNODB STATUS")
+            .await?;
+        Ok(rows.first().and_then(|r| col(r, 2)).unwrap_or_default())
     }
 }
 

@@ -25,6 +25,9 @@
 //! * Every query made by the harness is bounded by [`QUERY_TIMEOUT`].
 #![allow(dead_code)]
 
+pub mod proxy;
+pub mod run;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;

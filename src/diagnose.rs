@@ -1,0 +1,911 @@
+//! `innopilot diagnose`: a one-shot report for an incident. It samples the server a few
+//! times (so rates are real), reads the variables that matter, and turns them into
+//! findings, each with a severity, an explanation with the numbers behind it, a
+//! recommendation and the exact SQL to apply, built from typed values only.
+//!
+//! Areas: flushing (checkpoint age against this flavor's async and sync flush points,
+//! minutes of redo headroom at the current LSN rate, redo size), purge (history, its
+//! rate, whether a read view blocks it and which transaction holds it, with its
+//! statement), undo (sizes, truncation), the buffer-pool dump/load settings (seed 004,
+//! and seed 000's cold restart), and replication lag. `SHOW ENGINE INNODB STATUS` is
+//! read only with `--engine-status`, once, under `server.query_timeout` (seed 004 saw
+//! it hang for minutes).
+//!
+//! Gathering ([`gather`]) talks to the server; everything else is a pure function of
+//! [`Facts`], so the rules are unit-tested on fixtures.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::sample::{SignalWindow, Signals};
+use crate::server::mysql::{LiveServer, SessionInfo};
+use crate::server::{Capabilities, Flavor, Knob, Server, ServerError};
+
+/// Variables `diagnose` reads besides the sample (constant names only).
+pub const VARIABLES: &[&str] = &[
+    "innodb_io_capacity",
+    "innodb_io_capacity_max",
+    "innodb_log_file_size",
+    "innodb_redo_log_capacity",
+    "innodb_adaptive_flushing",
+    "innodb_adaptive_flushing_lwm",
+    "innodb_max_dirty_pages_pct",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_purge_threads",
+    "innodb_purge_batch_size",
+    "innodb_max_purge_lag",
+    "innodb_max_purge_lag_delay",
+    "innodb_undo_tablespaces",
+    "innodb_undo_log_truncate",
+    "innodb_max_undo_log_size",
+    "innodb_buffer_pool_dump_at_shutdown",
+    "innodb_buffer_pool_load_at_startup",
+    "innodb_buffer_pool_dump_pct",
+    "innodb_buffer_pool_size",
+    "innodb_fast_shutdown",
+    "slave_parallel_threads",
+    "replica_parallel_workers",
+    "slave_parallel_workers",
+];
+
+/// Status values `diagnose` reads besides the sample.
+pub const STATUS: &[&str] = &[
+    "Innodb_buffer_pool_dump_status",
+    "Innodb_buffer_pool_load_status",
+];
+
+/// Longest statement text shown for the transaction that blocks purge.
+pub const STATEMENT_CHARS: u32 = 300;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Ok,
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Ok => "OK",
+            Severity::Info => "INFO",
+            Severity::Warning => "WARNING",
+            Severity::Critical => "CRITICAL",
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// flushing, purge, undo, buffer_pool, replica, engine_status.
+    pub area: &'static str,
+    /// A stable identifier, e.g. `purge_blocked`.
+    pub id: &'static str,
+    pub severity: Severity,
+    pub title: String,
+    /// What is going on, with the numbers.
+    pub explanation: String,
+    /// What to do about it ("" when nothing).
+    pub recommendation: String,
+    /// Statements that apply the recommendation, in order.
+    pub sql: Vec<String>,
+    /// Structured details (e.g. the culprit transaction), for `--json` consumers.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+}
+
+impl Finding {
+    fn new(area: &'static str, id: &'static str, severity: Severity, title: String) -> Self {
+        Finding {
+            area,
+            id,
+            severity,
+            title,
+            explanation: String::new(),
+            recommendation: String::new(),
+            sql: Vec::new(),
+            details: Value::Null,
+        }
+    }
+    fn why(mut self, s: impl Into<String>) -> Self {
+        self.explanation = s.into();
+        self
+    }
+    fn todo(mut self, s: impl Into<String>) -> Self {
+        self.recommendation = s.into();
+        self
+    }
+    fn sql(mut self, s: impl Into<String>) -> Self {
+        self.sql.push(s.into());
+        self
+    }
+}
+
+/// What the SHOW ENGINE INNODB STATUS read gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineStatus {
+    /// The lines about history and purge.
+    Lines(Vec<String>),
+    Failed(String),
+}
+
+/// Everything the rules look at.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub caps: Capabilities,
+    pub signals: Signals,
+    /// Lower-cased variable name → value.
+    pub vars: BTreeMap<String, String>,
+    /// Lower-cased status name → value.
+    pub status: BTreeMap<String, String>,
+    /// The process-list row of the oldest transaction's connection.
+    pub culprit_session: Option<SessionInfo>,
+    pub engine_status: Option<EngineStatus>,
+    /// `policy.replica.max_lag`, the lag above which a replica counts as lagging.
+    pub max_lag: Duration,
+}
+
+impl Facts {
+    fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+    fn var_u64(&self, name: &str) -> Option<u64> {
+        self.var(name)
+            .and_then(|v| crate::sample::parse_u64(v).ok())
+    }
+    fn var_on(&self, name: &str) -> Option<bool> {
+        self.var_u64(name).map(|v| v != 0)
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    let m = bytes as f64 / (1024.0 * 1024.0);
+    if m >= 10.0 {
+        format!("{m:.0} MiB")
+    } else {
+        format!("{m:.1} MiB")
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0} %", x * 100.0)
+}
+
+/// All findings, most severe first (stable within a severity: area order).
+pub fn analyze(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(flushing(f));
+    out.extend(purge(f));
+    out.extend(undo(f));
+    out.extend(buffer_pool(f));
+    out.extend(replica(f));
+    out.extend(engine_status(f));
+    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out
+}
+
+fn io_capacity_sql(f: &Facts, want: u64) -> Vec<String> {
+    let mut sql = Vec::new();
+    if f.var_u64("innodb_io_capacity_max")
+        .is_some_and(|m| m < want)
+    {
+        sql.push(format!(
+            "SET GLOBAL innodb_io_capacity_max = {};",
+            want.saturating_mul(2)
+        ));
+    }
+    sql.push(format!("SET GLOBAL innodb_io_capacity = {want};"));
+    sql
+}
+
+fn flushing(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let r = &f.signals.sample.redo;
+    let rate = f.signals.lsn_rate.filter(|r| r.is_finite());
+    let (Some(age), Some(sync)) = (r.checkpoint_age, r.sync_point.filter(|s| *s > 0)) else {
+        out.push(
+            Finding::new("flushing", "redo_unknown", Severity::Info, "Redo fill is not visible on this server".into())
+                .why("The checkpoint age or the sync-flush point could not be read (see `innopilot status`)."),
+        );
+        return out;
+    };
+    let fill = age as f64 / sync as f64;
+    let async_point = r.async_point.unwrap_or(sync / 8 * 7);
+    let headroom_min = rate
+        .filter(|r| *r > 0.0)
+        .map(|r| sync.saturating_sub(age) as f64 / r / 60.0);
+    let headroom = match (headroom_min, rate) {
+        (Some(m), Some(r)) => format!(
+            "; at the current redo rate ({}/s) the sync point is {:.1} minutes away",
+            mib(r as u64),
+            m
+        ),
+        _ => "; no redo is being written right now".into(),
+    };
+    let io = f.var_u64("innodb_io_capacity");
+    let io_txt = io
+        .map(|v| format!(" (innodb_io_capacity is {v})"))
+        .unwrap_or_default();
+    let numbers = format!(
+        "Checkpoint age {} is {} of the sync-flush point {} (async flushing starts at {}, {}){headroom}.",
+        mib(age),
+        pct(fill),
+        mib(sync),
+        mib(async_point),
+        pct(async_point as f64 / sync as f64)
+    );
+    let want_io = io.map(|v| (v.saturating_mul(2)).clamp(1000, 20_000));
+    if age >= sync {
+        let mut x = Finding::new(
+            "flushing",
+            "sync_flush",
+            Severity::Critical,
+            "InnoDB is flushing synchronously: user threads wait for page flushes".into(),
+        )
+        .why(format!("{numbers} At this point writes stall until pages are flushed and the checkpoint advances."))
+        .todo(format!("Let background flushing run ahead: raise innodb_io_capacity{io_txt}, and size the redo log for the peak write rate (see redo_size). innopilot's policies throttle purge's redo share while this lasts."));
+        if let Some(w) = want_io {
+            x.sql = io_capacity_sql(f, w);
+        }
+        out.push(x);
+    } else if age >= async_point || headroom_min.is_some_and(|m| m < 1.0) {
+        let mut x = Finding::new(
+            "flushing",
+            "async_flush",
+            Severity::Warning,
+            "Redo is close to the sync-flush point".into(),
+        )
+        .why(format!("{numbers} Past the async point InnoDB flushes ahead hard; a little more write load makes users wait."))
+        .todo(format!("Give flushing more I/O before the cliff: raise innodb_io_capacity{io_txt}."));
+        if let Some(w) = want_io {
+            x.sql = io_capacity_sql(f, w);
+        }
+        out.push(x);
+    } else {
+        out.push(
+            Finding::new(
+                "flushing",
+                "redo_fill",
+                Severity::Ok,
+                format!("Redo fill {}", pct(fill)),
+            )
+            .why(numbers),
+        );
+    }
+
+    // Redo size against the write rate: about an hour of peak writes is the usual aim.
+    if let (Some(r), Some(cap)) = (rate.filter(|r| *r > 0.0), r.capacity.filter(|c| *c > 0)) {
+        let fill_minutes = sync as f64 / r / 60.0;
+        if fill_minutes < 15.0 {
+            let usable = sync as f64 / cap as f64;
+            let want = (r * 3600.0 / usable.max(0.1)) as u64;
+            let step = 64u64 << 20;
+            let want = want
+                .div_ceil(step)
+                .saturating_mul(step)
+                .clamp(cap, 512 << 30);
+            let knob = f.caps.redo_size_knob();
+            let dynamic = f.caps.settable(knob);
+            let mut x = Finding::new(
+                "flushing",
+                "redo_size",
+                if fill_minutes < 1.0 { Severity::Warning } else { Severity::Info },
+                format!("The redo log holds {fill_minutes:.1} minutes of writes at the current rate"),
+            )
+            .why(format!(
+                "{knob} is {}; the flushable part ({}) fills in {fill_minutes:.1} minutes at {}/s. Redo space exists to absorb peaks: with less than a few minutes of headroom, flushing cannot be smooth.",
+                mib(cap),
+                mib(sync),
+                mib(r as u64)
+            ));
+            if want > cap {
+                x = x.todo(if dynamic {
+                    format!("Grow the redo log to about an hour of writes at this rate ({}); the resize runs online (the statement waits until it is done).", mib(want))
+                } else {
+                    format!("Set {knob} = {want} ({}) in the server configuration and restart: it is not dynamic on this server.", mib(want))
+                });
+                if dynamic {
+                    x = x.sql(format!("SET GLOBAL {knob} = {want};"));
+                }
+            }
+            out.push(x);
+        }
+    }
+    out
+}
+
+fn purge(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let s = &f.signals;
+    let Some(h) = s.history_len else {
+        out.push(Finding::new(
+            "purge",
+            "history_unknown",
+            Severity::Info,
+            "History length is not visible on this server".into(),
+        ));
+        return out;
+    };
+    let rate = s.history_rate.filter(|r| r.is_finite());
+    let rate_txt = rate
+        .map(|r| format!("{r:+.0} records/s"))
+        .unwrap_or_else(|| "unknown rate".into());
+    let trx = s.sample.oldest_trx.as_ref();
+    let blocking =
+        trx.filter(|t| t.holds_read_view && t.age_s >= 10 && rate.map_or(true, |r| r >= 0.0));
+    if let Some(t) = blocking {
+        let session = f.culprit_session.as_ref();
+        let statement = session.and_then(|s| s.info.clone());
+        let account = format!(
+            "{}@{}",
+            t.user.as_deref().unwrap_or("?"),
+            t.host.as_deref().unwrap_or("?")
+        );
+        let stmt_txt = match &statement {
+            Some(q) => format!("It is running: {q}"),
+            None => "It runs no statement now: idle in an open transaction (the application began it and did not commit; `performance_schema` would show its last statement).".into(),
+        };
+        let severity = if h > 1_000_000 || t.age_s > 3600 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let thread = t.thread_id;
+        let mut x = Finding::new(
+            "purge",
+            "purge_blocked",
+            severity,
+            format!(
+                "Purge is blocked by transaction {} (connection {}, {account}), open for {} s",
+                t.trx_id,
+                thread.map(|i| i.to_string()).unwrap_or_else(|| "?".into()),
+                t.age_s
+            ),
+        )
+        .why(format!(
+            "Its read view ({} isolation, command {}) keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} records, {rate_txt}. {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O (seed 000).",
+            t.isolation.as_deref().unwrap_or("?"),
+            t.command.as_deref().unwrap_or("?"),
+        ))
+        .todo("Find out why it is open (the statement, the application behind the account) and end it; long reads belong on a replica or in READ COMMITTED. If it is safe to end it now, kill the connection.".to_string());
+        if let Some(id) = thread {
+            x = x.sql(format!("KILL {id};"));
+        }
+        x.details = json!({
+            "trx_id": t.trx_id,
+            "thread_id": thread,
+            "user": t.user,
+            "host": t.host,
+            "age_s": t.age_s,
+            "isolation": t.isolation,
+            "command": session.and_then(|s| s.command.clone()).or_else(|| t.command.clone()),
+            "state": session.and_then(|s| s.state.clone()),
+            "statement": statement,
+            "history_len": h,
+            "history_rate": rate,
+        });
+        out.push(x);
+        return out;
+    }
+    if rate.is_some_and(|r| r > 0.0) && h > 10_000 {
+        let threads = f.var_u64("innodb_purge_threads");
+        let mut x = Finding::new(
+            "purge",
+            "purge_lagging",
+            if h > 1_000_000 { Severity::Critical } else if h > 100_000 { Severity::Warning } else { Severity::Info },
+            format!("History grows ({rate_txt}) though no read view blocks purge"),
+        )
+        .why(format!(
+            "History {h} records, {rate_txt}, with {} purge threads: purge does not keep up with the write load.",
+            threads.map(|t| t.to_string()).unwrap_or_else(|| "?".into())
+        ));
+        if let Some(t) = threads.filter(|_| f.caps.settable(Knob::PurgeThreads)) {
+            let want = (t * 2).clamp(2, 32);
+            if want > t {
+                x = x
+                    .todo(format!("More purge threads while the redo has room (innopilot's watermark policy takes them back when redo fills): {t} → {want}."))
+                    .sql(format!("SET GLOBAL innodb_purge_threads = {want};"));
+            }
+        } else {
+            x = x.todo("Purge threads are not dynamic here: raise innodb_purge_threads in the configuration (restart), or reduce the write rate.");
+        }
+        out.push(x);
+        return out;
+    }
+    let mut x = Finding::new(
+        "purge",
+        "purge_ok",
+        Severity::Ok,
+        format!("History {h} records, {rate_txt}"),
+    );
+    if let Some(t) = trx.filter(|t| t.holds_read_view) {
+        x.explanation = format!(
+            "The oldest transaction ({}, connection {}, {} s) holds a read view but is young.",
+            t.trx_id,
+            t.thread_id
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "?".into()),
+            t.age_s
+        );
+    }
+    out.push(x);
+    out
+}
+
+fn undo(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let spaces = f.var_u64("innodb_undo_tablespaces");
+    let truncate = f.var_on("innodb_undo_log_truncate");
+    let max = f.var_u64("innodb_max_undo_log_size");
+    let size = f.signals.sample.undo_bytes;
+    let size_txt = size
+        .map(|b| format!("undo tablespaces take {}", mib(b)))
+        .unwrap_or_else(|| {
+            "undo size is not visible from here (set server.datadir on the database host)".into()
+        });
+    if f.caps.identity.flavor == Flavor::MariaDb && spaces == Some(0) {
+        out.push(
+            Finding::new("undo", "undo_in_system_tablespace", Severity::Info, "Undo logs live in the system tablespace".into())
+                .why(format!("innodb_undo_tablespaces = 0: undo is in ibdata1, which never shrinks after a history surge; {size_txt}."))
+                .todo("For new installations set innodb_undo_tablespaces = 3 (or more) before initialising the datadir, so undo can be truncated."),
+        );
+        return out;
+    }
+    match (truncate, max) {
+        (Some(false), Some(m)) => {
+            let over = size.is_some_and(|s| s > m);
+            out.push(
+                Finding::new(
+                    "undo",
+                    "undo_truncate_off",
+                    if over { Severity::Warning } else { Severity::Info },
+                    "Undo truncation is off".into(),
+                )
+                .why(format!("innodb_undo_log_truncate = OFF; {size_txt}; tablespaces above innodb_max_undo_log_size ({}) would be truncated once purged if it were on.", mib(m)))
+                .todo("Turn truncation on, so undo space grown by a long transaction is given back after purge.")
+                .sql("SET GLOBAL innodb_undo_log_truncate = ON;"),
+            );
+        }
+        (Some(true), Some(m)) => out.push(
+            Finding::new(
+                "undo",
+                "undo_truncate_on",
+                Severity::Ok,
+                "Undo truncation is on".into(),
+            )
+            .why(format!(
+                "{size_txt}; tablespaces above {} are truncated once purged.",
+                mib(m)
+            )),
+        ),
+        _ => out.push(
+            Finding::new(
+                "undo",
+                "undo_settings_unknown",
+                Severity::Info,
+                "Undo settings not readable".into(),
+            )
+            .why(size_txt),
+        ),
+    }
+    out
+}
+
+fn buffer_pool(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let dump = f.var_on("innodb_buffer_pool_dump_at_shutdown");
+    let load = f.var_on("innodb_buffer_pool_load_at_startup");
+    let dump_pct = f.var_u64("innodb_buffer_pool_dump_pct");
+    let dump_status = f
+        .status
+        .get("innodb_buffer_pool_dump_status")
+        .cloned()
+        .unwrap_or_default();
+    let load_status = f
+        .status
+        .get("innodb_buffer_pool_load_status")
+        .cloned()
+        .unwrap_or_default();
+    let settings = format!(
+        "innodb_buffer_pool_dump_at_shutdown = {}, innodb_buffer_pool_load_at_startup = {}, innodb_buffer_pool_dump_pct = {}; dump status: {}; load status: {}",
+        onoff(dump),
+        onoff(load),
+        dump_pct.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
+        if dump_status.is_empty() { "-" } else { &dump_status },
+        if load_status.is_empty() { "-" } else { &load_status },
+    );
+    let busy = |s: &str| {
+        let l = s.to_ascii_lowercase();
+        (l.contains("dumping") || l.contains("loading") || l.contains("loaded ") && l.contains('/'))
+            && !l.contains("completed")
+            && !l.contains("finished")
+    };
+    if f.signals.sample.is_replica && (busy(&dump_status) || busy(&load_status)) {
+        out.push(
+            Finding::new("buffer_pool", "buffer_pool_dump_on_replica", Severity::Warning, "A buffer pool dump or load is running on a replica".into())
+                .why(format!("{settings}. A dump or load reads the whole LRU list and competes with the SQL thread; together with a backup it once made a replica fall 11 hours behind (seed 004)."))
+                .todo("Avoid dumps during backups or catch-up; dump at shutdown only."),
+        );
+    }
+    if dump == Some(false) || load == Some(false) {
+        let mut x = Finding::new("buffer_pool", "buffer_pool_cold_restart", Severity::Info, "After a restart the buffer pool starts cold".into())
+            .why(format!("{settings}. A cold buffer pool makes purge of a large history I/O bound right after a restart, when users come back (seed 000)."))
+            .todo("Dump the buffer pool at shutdown and load it at startup (the load setting is read at startup: put innodb_buffer_pool_load_at_startup = ON in the configuration).");
+        if dump == Some(false) {
+            x = x.sql("SET GLOBAL innodb_buffer_pool_dump_at_shutdown = ON;");
+        }
+        out.push(x);
+    } else if out.is_empty() {
+        out.push(
+            Finding::new(
+                "buffer_pool",
+                "buffer_pool_dump_load",
+                Severity::Ok,
+                "Buffer pool is dumped at shutdown and loaded at startup".into(),
+            )
+            .why(settings),
+        );
+    }
+    out
+}
+
+fn onoff(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "ON",
+        Some(false) => "OFF",
+        None => "?",
+    }
+}
+
+fn replica(f: &Facts) -> Vec<Finding> {
+    let x = &f.signals.sample;
+    if !x.is_replica {
+        return vec![Finding::new(
+            "replica",
+            "not_a_replica",
+            Severity::Ok,
+            "Not a replica".into(),
+        )];
+    }
+    let max = f.max_lag.as_secs();
+    match x.replica_lag_s {
+        None => vec![Finding::new("replica", "replica_stopped", Severity::Warning, "Replica lag is unknown: replication is not running".into())
+            .why("SHOW REPLICA STATUS reports no Seconds_Behind_Master: the SQL thread is stopped or the I/O thread is not connected.")
+            .todo("Check Slave_IO_Running / Slave_SQL_Running and Last_Error in SHOW REPLICA STATUS.")],
+        Some(l) if l > max => {
+            let (var, sql) = match f.caps.identity.flavor {
+                Flavor::MariaDb => ("slave_parallel_threads", vec![
+                    "STOP SLAVE SQL_THREAD;".to_string(),
+                    "SET GLOBAL slave_parallel_threads = 4;".to_string(),
+                    "START SLAVE SQL_THREAD;".to_string(),
+                ]),
+                Flavor::MySql => ("replica_parallel_workers", vec![
+                    "STOP REPLICA SQL_THREAD;".to_string(),
+                    "SET GLOBAL replica_parallel_workers = 4;".to_string(),
+                    "START REPLICA SQL_THREAD;".to_string(),
+                ]),
+            };
+            let parallel = f
+                .var_u64(var)
+                .or_else(|| f.var_u64("slave_parallel_workers"))
+                .unwrap_or(0);
+            let mut fd = Finding::new("replica", "replica_lagging", if l > max * 10 { Severity::Critical } else { Severity::Warning }, format!("The replica is {l} s behind (limit {max} s)"))
+                .why(format!("On a replica the SQL thread is the foreground: purge, flushing, backups and buffer pool dumps compete with it (seed 004). {var} = {parallel}."))
+                .todo("Enable innopilot's [policy.replica] so purge yields while the replica lags; move backups and dumps off the catch-up window; with parallel replication off, consider a few parallel appliers.");
+            if parallel == 0 {
+                fd.sql = sql;
+            }
+            vec![fd]
+        }
+        Some(l) => vec![Finding::new("replica", "replica_ok", Severity::Ok, format!("Replica lag {l} s (limit {max} s)"))],
+    }
+}
+
+/// The lines of SHOW ENGINE INNODB STATUS about history and purge.
+pub fn engine_status_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.starts_with("History list length")
+                || l.starts_with("Purge done for trx")
+                || l.starts_with("Log sequence number")
+                || l.starts_with("Last checkpoint at")
+                || l.starts_with("Pending flushes")
+                || l.contains("read views open inside InnoDB")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn engine_status(f: &Facts) -> Vec<Finding> {
+    match &f.engine_status {
+        None => Vec::new(),
+        Some(EngineStatus::Lines(lines)) => vec![Finding::new(
+            "engine_status",
+            "engine_status",
+            Severity::Info,
+            "SHOW ENGINE INNODB STATUS (purge and log lines)".into(),
+        )
+        .why(lines.join("\n"))],
+        Some(EngineStatus::Failed(e)) => vec![Finding::new(
+            "engine_status",
+            "engine_status_failed",
+            Severity::Warning,
+            "SHOW ENGINE INNODB STATUS did not answer".into(),
+        )
+        .why(format!("{e}. The statement takes the lock-system latch and walks all transactions; when it hangs, the server itself is struggling (seed 004)."))],
+    }
+}
+
+/// Reads the facts: `samples` samples `interval` apart (at least 2, so rates exist),
+/// the variables and status above, the blocking session, and optionally SHOW ENGINE
+/// INNODB STATUS once.
+pub async fn gather(
+    server: &mut LiveServer,
+    samples: u32,
+    interval: Duration,
+    window: Duration,
+    engine: bool,
+    max_lag: Duration,
+) -> Result<Facts, ServerError> {
+    let caps = server.probe().await?;
+    let mut w = SignalWindow::new(window.max(interval * (samples + 1)));
+    let mut signals = w.push(server.sample().await?);
+    for _ in 1..samples.max(2) {
+        tokio::time::sleep(interval).await;
+        signals = w.push(server.sample().await?);
+    }
+    let vars = server.read_variables(VARIABLES).await?;
+    let status = server.read_status(STATUS).await?;
+    let culprit_session = match signals.sample.oldest_trx.as_ref().and_then(|t| t.thread_id) {
+        Some(id) => server.session_info(id, STATEMENT_CHARS).await?,
+        None => None,
+    };
+    let engine_status = if engine {
+        Some(match server.engine_innodb_status().await {
+            Ok(text) => EngineStatus::Lines(engine_status_lines(&text)),
+            Err(e) => EngineStatus::Failed(e.to_string()),
+        })
+    } else {
+        None
+    };
+    Ok(Facts {
+        caps,
+        signals,
+        vars,
+        status,
+        culprit_session,
+        engine_status,
+        max_lag,
+    })
+}
+
+/// `diagnose --json`.
+pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
+    let worst = findings
+        .iter()
+        .map(|x| x.severity)
+        .max()
+        .unwrap_or(Severity::Ok);
+    json!({
+        "server": {
+            "target": target,
+            "flavor": f.caps.identity.flavor,
+            "version": f.caps.identity.version.to_string(),
+            "version_string": f.caps.identity.version_string,
+            "is_replica": f.signals.sample.is_replica,
+        },
+        "unix_ms": f.signals.sample.unix_ms,
+        "worst": worst,
+        "findings": findings,
+        "signals": crate::report::watch_json(&f.signals)["signals"],
+    })
+}
+
+/// `diagnose` as text.
+pub fn to_text(f: &Facts, findings: &[Finding], target: &str) -> String {
+    let mut out = format!(
+        "innopilot diagnose: {} {} ({}) at {target}\n",
+        f.caps.identity.flavor, f.caps.identity.version, f.caps.identity.version_string
+    );
+    for x in findings {
+        out.push_str(&format!(
+            "\n[{}] {}: {}\n",
+            x.severity.label(),
+            x.area,
+            x.title
+        ));
+        if !x.explanation.is_empty() {
+            for l in x.explanation.lines() {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
+        if !x.recommendation.is_empty() {
+            out.push_str(&format!("  → {}\n", x.recommendation));
+        }
+        for s in &x.sql {
+            out.push_str(&format!("    {s}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{RedoSample, Sample, TrxInfo};
+    use crate::server::flavor::{
+        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
+    };
+
+    fn caps() -> Capabilities {
+        let id = ServerIdentity::parse("10.11.19-MariaDB", "").unwrap();
+        let rows: Vec<VariableMeta> = Knob::ALL
+            .iter()
+            .map(|k| k.var_name())
+            .filter(|n| *n != "innodb_redo_log_capacity")
+            .map(|n| VariableMeta {
+                name: n.into(),
+                value: Some("1".into()),
+                read_only: Some(false),
+                min: None,
+                max: None,
+            })
+            .collect();
+        Capabilities {
+            knobs: build_knob_caps(&id, &rows),
+            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
+            identity: id,
+            can_set_global: true,
+            account: "x".into(),
+        }
+    }
+
+    fn facts(sample: Sample, history_rate: f64, lsn_rate: f64) -> Facts {
+        let vars = [
+            ("innodb_io_capacity", "200"),
+            ("innodb_io_capacity_max", "2000"),
+            ("innodb_purge_threads", "4"),
+            ("innodb_undo_tablespaces", "3"),
+            ("innodb_undo_log_truncate", "OFF"),
+            ("innodb_max_undo_log_size", "10485760"),
+            ("innodb_buffer_pool_dump_at_shutdown", "ON"),
+            ("innodb_buffer_pool_load_at_startup", "ON"),
+            ("innodb_buffer_pool_dump_pct", "25"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let signals = Signals {
+            history_len: sample.history_len,
+            history_rate: Some(history_rate),
+            lsn_rate: Some(lsn_rate),
+            redo_fill: sample.redo.fill(),
+            sample,
+            ..Signals::default()
+        };
+        Facts {
+            caps: caps(),
+            signals,
+            vars,
+            status: BTreeMap::new(),
+            culprit_session: Some(SessionInfo {
+                command: Some("Sleep".into()),
+                time_s: Some(40),
+                state: None,
+                info: None,
+            }),
+            engine_status: None,
+            max_lag: Duration::from_secs(60),
+        }
+    }
+
+    fn redo(age: u64) -> RedoSample {
+        RedoSample {
+            lsn: Some(1),
+            checkpoint_age: Some(age),
+            async_point: Some(46_935_384),
+            sync_point: Some(53_640_439),
+            capacity: Some(64 << 20),
+        }
+    }
+
+    #[test]
+    fn held_read_view_names_the_culprit() {
+        let s = Sample {
+            history_len: Some(250_000),
+            redo: redo(1 << 20),
+            oldest_trx: Some(TrxInfo {
+                trx_id: "421".into(),
+                thread_id: Some(17),
+                age_s: 45,
+                user: Some("root".into()),
+                host: Some("127.0.0.1:5555".into()),
+                state: Some("RUNNING".into()),
+                isolation: Some("REPEATABLE READ".into()),
+                command: Some("Sleep".into()),
+                holds_read_view: true,
+                active_count: Some(3),
+            }),
+            ..Sample::default()
+        };
+        let fs = analyze(&facts(s, 5000.0, 0.0));
+        let p = fs
+            .iter()
+            .find(|x| x.id == "purge_blocked")
+            .expect("purge_blocked");
+        assert_eq!(p.severity, Severity::Warning);
+        assert_eq!(p.details["thread_id"], 17);
+        assert_eq!(p.sql, vec!["KILL 17;"]);
+        assert!(
+            p.explanation.contains("idle in an open transaction"),
+            "{}",
+            p.explanation
+        );
+        assert!(p.title.contains("connection 17"));
+        // Undo truncation off is reported with its SQL.
+        let u = fs.iter().find(|x| x.id == "undo_truncate_off").unwrap();
+        assert_eq!(u.sql, vec!["SET GLOBAL innodb_undo_log_truncate = ON;"]);
+        // Sorted most severe first.
+        assert!(fs.windows(2).all(|w| w[0].severity >= w[1].severity));
+    }
+
+    #[test]
+    fn sync_flush_is_critical_with_io_capacity_sql() {
+        let s = Sample {
+            history_len: Some(10),
+            redo: redo(53_640_439),
+            ..Sample::default()
+        };
+        let fs = analyze(&facts(s, 0.0, 20.0 * 1048576.0));
+        let x = fs.iter().find(|x| x.id == "sync_flush").unwrap();
+        assert_eq!(x.severity, Severity::Critical);
+        assert_eq!(x.sql, vec!["SET GLOBAL innodb_io_capacity = 1000;"]);
+        let r = fs.iter().find(|x| x.id == "redo_size").unwrap();
+        assert!(
+            r.sql[0].starts_with("SET GLOBAL innodb_log_file_size = "),
+            "{:?}",
+            r.sql
+        );
+        let n: u64 = r.sql[0]
+            .trim_start_matches("SET GLOBAL innodb_log_file_size = ")
+            .trim_end_matches(';')
+            .parse()
+            .unwrap();
+        assert!(n > 64 << 20 && n % (64 << 20) == 0);
+    }
+
+    #[test]
+    fn lagging_replica() {
+        let s = Sample {
+            history_len: Some(10),
+            redo: redo(1 << 20),
+            is_replica: true,
+            replica_lag_s: Some(900),
+            ..Sample::default()
+        };
+        let fs = analyze(&facts(s, 0.0, 0.0));
+        let x = fs.iter().find(|x| x.id == "replica_lagging").unwrap();
+        assert_eq!(x.severity, Severity::Critical);
+        assert_eq!(x.sql.len(), 3);
+    }
+
+    #[test]
+    fn engine_status_extracts_purge_lines() {
+        let text = "------------\nTRANSACTIONS\n------------\nTrx id counter 123\nPurge done for trx's n:o < 100 undo n:o < 0 state: running\nHistory list length 42\n";
+        assert_eq!(
+            engine_status_lines(text),
+            vec![
+                "Purge done for trx's n:o < 100 undo n:o < 0 state: running",
+                "History list length 42"
+            ]
+        );
+    }
+}

@@ -1,0 +1,929 @@
+//! Flush and redo-headroom policy (seed 001): keep checkpoint age away from the point
+//! where InnoDB flushes synchronously and users stall, by flushing earlier and
+//! steadier *before* the cliff; use redo space at peaks (James Day: it exists to be
+//! used) and catch up when load is low.
+//!
+//! Fill f is checkpoint age over this flavor's sync point ([`Signals::redo_fill`]:
+//! MariaDB `Innodb_checkpoint_max_age`, MySQL 8.0.30+ ≈ 0.83 × capacity), its trend
+//! τ the least-squares slope over the window, and the projection
+//! p = f + τ · `lookahead`.
+//!
+//! - **More flushing ahead of need.** When f or p reaches `target_fill_pct`, propose
+//!   innodb_io_capacity × `raise_factor` (at least +100), and innodb_io_capacity_max
+//!   = `capacity_max_ratio` × that (never below their baselines). The guard's dwell
+//!   paces the steps; each one is re-proposed from the value in effect.
+//! - **Back when idle.** When f is under `idle_fill_pct` and not rising, io_capacity
+//!   goes down by `lower_factor` per step to its baseline, then is released. Between
+//!   the two zones it holds (the hysteresis).
+//! - **Device-independent.** The ceiling is learned, never configured: the best flush
+//!   rate seen lately (a peak decaying with a one-hour half-life) and, once the device
+//!   has shown its limit, the average flush rate while flushing was demanded (fill at
+//!   or above target and still rising) yet well below io_capacity_max. io_capacity is
+//!   never proposed above `device_headroom` × the best rate seen (probing upward one
+//!   step at a time as the device shows more), nor above 1.25 × a known device limit.
+//! - **Last resort.** When even that cannot hold the fill — f ≥ `last_resort_fill_pct`,
+//!   still rising, io_capacity at its ceiling — a small DML delay
+//!   (`last_resort_delay_us`) instead of a stall, through the purge-lag pair, as
+//!   [`PolicyId::Flush`] (it outranks every other policy). It is released 5 points
+//!   below. Both servers apply it only while history is long enough (MySQL: above
+//!   purge_threads × batch_size; MariaDB: while purge handles pages).
+//! - **Redo headroom** (opt-in `redo_resize`; the knobs' `manage` must be true too).
+//!   When f stays at or above `redo_grow_fill_pct` for `redo_grow_after` with flushing
+//!   at its ceiling, propose doubling the redo size (innodb_log_file_size on MariaDB
+//!   ≥ 10.9, innodb_redo_log_capacity on MySQL ≥ 8.0.30), bounded by the disk budget
+//!   `redo_max_bytes` and by the recovery-time budget; when f stays under
+//!   `redo_shrink_fill_pct` for `redo_shrink_after`, hand it back to its baseline.
+//!
+//! **Recovery model.** Crash recovery must bring every page changed since the last
+//! checkpoint up to date: at most the checkpoint age of redo, whose pages must be read
+//! and written back. innopilot measures how much redo one flushed page retires in
+//! normal operation, ρ = (lsn_rate − d(age)/dt) / pages_flushed_rate (bytes per page,
+//! averaged), and the device's page rate D (above). Recovery at about the device's
+//! page rate then applies ρ · D bytes of redo per second, so a recovery-time budget T
+//! allows a checkpoint age of ρ · D · T, i.e. a redo size of ρ · D · T / (sync point /
+//! capacity). Without both measurements the redo log is not grown. The model is rough
+//! (recovery reads as well as writes, and may apply faster in batches): set T with a
+//! margin.
+//!
+//! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
+
+use super::purge_rate::{dml_delay_us, lag_for_delay};
+use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use crate::config::FlushConfig;
+use crate::sample::Signals;
+use crate::server::Knob;
+
+/// Half-life of the best flush rate seen.
+const BEST_HALF_LIFE_S: f64 = 3600.0;
+
+/// What the device has shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Device {
+    /// Best flush rate seen lately, pages/s (decaying peak).
+    pub best: Option<f64>,
+    /// Average flush rate while flushing was demanded but the server flushed well below
+    /// io_capacity_max: the device's limit, pages/s.
+    pub limit: Option<f64>,
+    /// Redo bytes one flushed page retires (average).
+    pub bytes_per_page: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct State {
+    device: Device,
+    t_prev: Option<u64>,
+    /// Since when fill has been at or above `redo_grow_fill_pct` (ms).
+    high_since: Option<u64>,
+    /// Since when fill has been below `redo_shrink_fill_pct` (ms).
+    low_since: Option<u64>,
+    last_resort: bool,
+    /// The last-resort delay was on: keep releasing until the knobs are back.
+    releasing: bool,
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1} %", x * 100.0)
+}
+
+/// The flush and redo-headroom policy. See the module documentation.
+pub struct Flush {
+    cfg: FlushConfig,
+    state: State,
+}
+
+impl Flush {
+    pub fn new(cfg: FlushConfig) -> Self {
+        Flush {
+            cfg,
+            state: State::default(),
+        }
+    }
+
+    /// What the device has shown so far.
+    pub fn device(&self) -> Device {
+        self.state.device
+    }
+
+    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
+        Proposal {
+            policy: PolicyId::Flush,
+            knob,
+            value,
+            intent,
+            reason,
+        }
+    }
+
+    /// Learns from this tick's flush rate.
+    fn learn(&mut self, s: &Signals, io_max: Option<u64>, fill: f64, trend: f64) {
+        let dt = self
+            .state
+            .t_prev
+            .map_or(1.0, |t| s.t_ms.saturating_sub(t) as f64 / 1000.0);
+        self.state.t_prev = Some(s.t_ms);
+        let Some(flushed) = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0) else {
+            return;
+        };
+        let dev = &mut self.state.device;
+        let decayed = dev.best.map(|b| b * 0.5f64.powf(dt / BEST_HALF_LIFE_S));
+        dev.best = Some(decayed.map_or(flushed, |b| b.max(flushed))).filter(|b| *b > 0.0);
+        let demanded = fill >= self.cfg.target_fill_pct / 100.0 && trend >= 0.0;
+        if demanded && flushed > 0.0 && io_max.is_some_and(|m| m as f64 >= 1.5 * flushed) {
+            dev.limit = Some(dev.limit.map_or(flushed, |l| l + 0.2 * (flushed - l)));
+        }
+        // Redo one flushed page retires: what was written minus what the age grew.
+        if let (Some(lsn), Some(sync)) = (s.lsn_rate, s.sample.redo.sync_point) {
+            let advance = lsn - trend * sync as f64;
+            if flushed >= 1.0 && advance > 0.0 && advance.is_finite() {
+                let rho = advance / flushed;
+                dev.bytes_per_page = Some(dev.bytes_per_page.map_or(rho, |r| r + 0.1 * (rho - r)));
+            }
+        }
+    }
+
+    /// The highest io_capacity the device justifies (at least the baseline).
+    fn ceiling(&self, base: u64) -> u64 {
+        let dev = &self.state.device;
+        let mut c = dev
+            .best
+            .map_or(base as f64, |b| b * self.cfg.device_headroom);
+        if let Some(l) = dev.limit {
+            c = c.min(l * 1.25);
+        }
+        (c.max(base as f64)) as u64
+    }
+
+    fn device_text(&self) -> String {
+        let dev = &self.state.device;
+        match (dev.best, dev.limit) {
+            (Some(b), Some(l)) => format!(
+                "the device has shown {b:.0} pages/s at best and about {l:.0} pages/s when it was the limit"
+            ),
+            (Some(b), None) => format!("the device has shown {b:.0} pages/s at best"),
+            _ => "no flushing seen yet".to_string(),
+        }
+    }
+
+    /// The largest redo size the recovery-time budget allows, when measured.
+    pub fn recovery_bound(&self, s: &Signals) -> Option<u64> {
+        let dev = &self.state.device;
+        let rho = dev.bytes_per_page?;
+        let rate = dev.limit.or(dev.best)?;
+        let r = &s.sample.redo;
+        let share = match (r.sync_point, r.capacity) {
+            (Some(sp), Some(c)) if c > 0 && sp > 0 => sp as f64 / c as f64,
+            _ => 0.8,
+        };
+        let age = rho * rate * self.cfg.recovery_time_budget.as_secs_f64();
+        let bound = age / share;
+        (bound.is_finite() && bound > 0.0).then(|| bound.min(u64::MAX as f64 / 2.0) as u64)
+    }
+
+    fn io_capacity(
+        &self,
+        input: &PolicyInput<'_>,
+        fill: f64,
+        trend: f64,
+        proj: f64,
+    ) -> (Vec<Proposal>, bool) {
+        let mut out = Vec::new();
+        let (Some(&cur), Some(&base)) = (
+            input.current.get(&Knob::IoCapacity),
+            input.baseline.get(&Knob::IoCapacity),
+        ) else {
+            return (out, false);
+        };
+        let target = self.cfg.target_fill_pct / 100.0;
+        let idle = self.cfg.idle_fill_pct / 100.0;
+        let ceiling = self.ceiling(base);
+        let situation = format!(
+            "redo fill {} (trend {}/s, projected {} in {})",
+            pct(fill),
+            pct(trend),
+            pct(proj),
+            humantime::format_duration(self.cfg.lookahead)
+        );
+        let (want, why) = if fill >= target || proj >= target {
+            let raised = ((cur as f64 * self.cfg.raise_factor) as u64).max(cur + 100);
+            // Never lower under pressure, never raise past the device's ceiling.
+            let v = raised.min(ceiling).max(cur).max(base);
+            let why = if v > cur {
+                format!(
+                    "{situation} reaches the target {} %: flush more ahead of need, \
+                     innodb_io_capacity {cur} → {v} (×{}, at most {ceiling}: {})",
+                    self.cfg.target_fill_pct,
+                    self.cfg.raise_factor,
+                    self.device_text()
+                )
+            } else {
+                format!(
+                    "{situation} reaches the target {} % but innodb_io_capacity {v} is at its \
+                     ceiling {ceiling} ({})",
+                    self.cfg.target_fill_pct,
+                    self.device_text()
+                )
+            };
+            (v, why)
+        } else if fill < idle && trend <= 0.0 {
+            let lowered = ((cur as f64 * self.cfg.lower_factor) as u64).max(base);
+            let why = format!(
+                "{situation} is below {} % and not rising: flushing can relax, \
+                 innodb_io_capacity {cur} → {lowered} (baseline {base})",
+                self.cfg.idle_fill_pct
+            );
+            (lowered, why)
+        } else {
+            let v = cur.max(base).min(ceiling.max(cur));
+            let why = format!(
+                "{situation} is between {} % and the target {} %: innodb_io_capacity holds at {v}",
+                self.cfg.idle_fill_pct, self.cfg.target_fill_pct
+            );
+            (v, why)
+        };
+        let at_ceiling = cur >= ceiling * 19 / 20;
+        let intent = if want == base {
+            Intent::Release
+        } else {
+            Intent::Act
+        };
+        if input.caps.settable(Knob::IoCapacity) {
+            out.push(self.propose(Knob::IoCapacity, want, intent, why.clone()));
+        }
+        if input.caps.settable(Knob::IoCapacityMax) {
+            if let Some(&base_max) = input.baseline.get(&Knob::IoCapacityMax) {
+                let ratio = self.cfg.capacity_max_ratio;
+                let m = if want == base {
+                    base_max
+                } else {
+                    ((want as f64 * ratio) as u64).max(base_max).max(want)
+                };
+                let intent = if m == base_max {
+                    Intent::Release
+                } else {
+                    Intent::Act
+                };
+                let reason = format!(
+                    "{why}; innodb_io_capacity_max {m} (×{ratio} of {want}, baseline {base_max})"
+                );
+                out.push(self.propose(Knob::IoCapacityMax, m, intent, reason));
+            }
+        }
+        (out, at_ceiling)
+    }
+
+    fn last_resort(
+        &mut self,
+        input: &PolicyInput<'_>,
+        fill: f64,
+        trend: f64,
+        at_ceiling: bool,
+    ) -> Vec<Proposal> {
+        let caps = input.caps;
+        let knobs = [Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay];
+        if !knobs.iter().all(|k| caps.settable(*k)) {
+            return Vec::new();
+        }
+        let on = self.cfg.last_resort_fill_pct / 100.0;
+        let off = on - 0.05;
+        let was = self.state.last_resort;
+        let now = self.cfg.last_resort_delay_us > 0
+            && if was {
+                fill >= off
+            } else {
+                fill >= on && trend > 0.0 && at_ceiling
+            };
+        self.state.last_resort = now;
+        let mut out = Vec::new();
+        if now {
+            self.state.releasing = true;
+            let d = self.cfg.last_resort_delay_us;
+            let flavor = caps.identity.flavor;
+            let h = input.signals.history_len.unwrap_or(0);
+            let lag = lag_for_delay(flavor, h, d, h.max(1));
+            let got = dml_delay_us(flavor, h, lag, d, input.current);
+            let reason = format!(
+                "redo fill {} is at or above {} % and still rising ({}/s) with flushing at its \
+                 ceiling ({}): a small DML delay instead of a stall, innodb_max_purge_lag {lag} \
+                 and innodb_max_purge_lag_delay {d} µs (at history {h} the server delays {got} µs; \
+                 it needs history to delay at all)",
+                pct(fill),
+                self.cfg.last_resort_fill_pct,
+                pct(trend),
+                self.device_text()
+            );
+            out.push(self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone()));
+            out.push(self.propose(Knob::MaxPurgeLagDelay, d, Intent::Act, reason));
+        } else if self.state.releasing {
+            let back = knobs
+                .iter()
+                .all(|k| input.current.get(k) == input.baseline.get(k));
+            if back {
+                self.state.releasing = false;
+            } else {
+                for k in knobs {
+                    if let Some(&b) = input.baseline.get(&k) {
+                        let reason = format!(
+                            "redo fill {} is below {:.0} %: the last-resort DML delay ends, {k} \
+                             back to its baseline {b}",
+                            pct(fill),
+                            off * 100.0
+                        );
+                        out.push(self.propose(k, b, Intent::Release, reason));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn redo_size(&mut self, input: &PolicyInput<'_>, fill: f64, at_ceiling: bool) -> Vec<Proposal> {
+        let s = input.signals;
+        let t = s.t_ms;
+        let grow = self.cfg.redo_grow_fill_pct / 100.0;
+        let shrink = self.cfg.redo_shrink_fill_pct / 100.0;
+        self.state.high_since = if fill >= grow {
+            Some(self.state.high_since.unwrap_or(t))
+        } else {
+            None
+        };
+        self.state.low_since = if fill < shrink {
+            Some(self.state.low_since.unwrap_or(t))
+        } else {
+            None
+        };
+        if !self.cfg.redo_resize {
+            return Vec::new();
+        }
+        let knob = input.caps.redo_size_knob();
+        if !input.caps.settable(knob) {
+            return Vec::new();
+        }
+        let (Some(&cur), Some(&base)) = (input.current.get(&knob), input.baseline.get(&knob))
+        else {
+            return Vec::new();
+        };
+        let held = |since: Option<u64>| since.map_or(0, |x| t.saturating_sub(x));
+        let mib = |b: u64| format!("{} MiB", b >> 20);
+        let bound = self.recovery_bound(s);
+        let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
+        let high_ms = held(self.state.high_since);
+        if high_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
+            let Some(b) = bound else {
+                return Vec::new();
+            };
+            // Whole MiB: both servers want the size in whole blocks.
+            let v = (cur.saturating_mul(2).min(limit) >> 20) << 20;
+            if v > cur {
+                let reason = format!(
+                    "redo fill {} has stayed at or above {} % for {} with flushing at its \
+                     ceiling: more redo headroom, {knob} {} → {} (disk budget {}, recovery \
+                     budget {} allows {})",
+                    pct(fill),
+                    self.cfg.redo_grow_fill_pct,
+                    humantime::format_duration(std::time::Duration::from_millis(high_ms)),
+                    mib(cur),
+                    mib(v),
+                    mib(self.cfg.redo_max_bytes),
+                    humantime::format_duration(self.cfg.recovery_time_budget),
+                    mib(b)
+                );
+                return vec![self.propose(knob, v, Intent::Act, reason)];
+            }
+        }
+        let low_ms = held(self.state.low_since);
+        if cur != base && low_ms >= self.cfg.redo_shrink_after.as_millis() as u64 {
+            let reason = format!(
+                "redo fill {} has stayed below {} % for {}: quiet time, {knob} back to its \
+                 baseline {}",
+                pct(fill),
+                self.cfg.redo_shrink_fill_pct,
+                humantime::format_duration(std::time::Duration::from_millis(low_ms)),
+                mib(base)
+            );
+            return vec![self.propose(knob, base, Intent::Release, reason)];
+        }
+        if cur != base {
+            let reason = format!(
+                "redo fill {}: {knob} holds at {} (baseline {})",
+                pct(fill),
+                mib(cur),
+                mib(base)
+            );
+            return vec![self.propose(knob, cur, Intent::Act, reason)];
+        }
+        Vec::new()
+    }
+}
+
+impl Policy for Flush {
+    fn id(&self) -> PolicyId {
+        PolicyId::Flush
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
+        if !self.cfg.enabled {
+            return Vec::new();
+        }
+        let s = input.signals;
+        // Unknown fill: hold everything rather than guess.
+        let Some(fill) = s.redo_fill.filter(|f| f.is_finite()) else {
+            return Vec::new();
+        };
+        let trend = s.redo_fill_trend.filter(|t| t.is_finite()).unwrap_or(0.0);
+        let proj = fill + trend * self.cfg.lookahead.as_secs_f64();
+        self.learn(
+            s,
+            input.current.get(&Knob::IoCapacityMax).copied(),
+            fill,
+            trend,
+        );
+        let (mut out, at_ceiling) = self.io_capacity(input, fill, trend, proj);
+        out.extend(self.last_resort(input, fill, trend, at_ceiling));
+        out.extend(self.redo_size(input, fill, at_ceiling));
+        out
+    }
+
+    fn reset(&mut self) {
+        // What the device has shown stays true across a reconnect or a hand-back.
+        let device = self.state.device;
+        self.state = State {
+            device,
+            ..State::default()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::policy::testkit::{self, Loop};
+    use crate::sample::{RedoSample, Sample};
+    use crate::server::{Capabilities, KnobValues};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    fn cfg() -> FlushConfig {
+        Config::default().policy.flush
+    }
+
+    fn baseline() -> KnobValues {
+        KnobValues::from([
+            (Knob::IoCapacity, 200),
+            (Knob::IoCapacityMax, 2000),
+            (Knob::PurgeThreads, 4),
+            (Knob::PurgeBatchSize, 300),
+            (Knob::MaxPurgeLag, 0),
+            (Knob::MaxPurgeLagDelay, 0),
+            (Knob::LogFileSize, 64 << 20),
+            (Knob::RedoLogCapacity, 100 << 20),
+        ])
+    }
+
+    fn signals(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
+        Signals {
+            t_ms: t_s * 1000,
+            redo_fill: Some(fill),
+            redo_fill_trend: Some(trend),
+            pages_flushed_rate: Some(flushed),
+            lsn_rate: Some(4_000_000.0),
+            history_len: Some(200_000),
+            window_s: 10.0,
+            sample: Sample {
+                t_ms: t_s * 1000,
+                redo: RedoSample {
+                    sync_point: Some(80 << 20),
+                    capacity: Some(100 << 20),
+                    ..RedoSample::default()
+                },
+                ..Sample::default()
+            },
+            ..Signals::default()
+        }
+    }
+
+    fn decide(f: &mut Flush, caps: &Capabilities, cur: &KnobValues, s: &Signals) -> Vec<Proposal> {
+        f.decide(&PolicyInput {
+            signals: s,
+            caps,
+            current: cur,
+            baseline: &baseline(),
+        })
+    }
+
+    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
+        ps.iter().find(|p| p.knob == knob)
+    }
+
+    fn with(knob: Knob, v: u64) -> KnobValues {
+        let mut k = baseline();
+        k.insert(knob, v);
+        k
+    }
+
+    #[test]
+    fn raises_ahead_of_need_on_the_trend() {
+        let mut f = Flush::new(cfg());
+        let caps = testkit::mariadb();
+        // 60 % and rising 1 %/s: 90 % in 30 s, over the 75 % target. The device has
+        // shown 2 000 pages/s: io_capacity may go to 4 000.
+        let ps = decide(&mut f, &caps, &baseline(), &signals(1, 0.60, 0.01, 2_000.0));
+        let c = find(&ps, Knob::IoCapacity).unwrap();
+        assert_eq!((c.value, c.intent), (300, Intent::Act), "{}", c.reason);
+        assert!(
+            c.reason.starts_with(
+                "redo fill 60.0 % (trend 1.0 %/s, projected 90.0 % in 30s) reaches the target 75 %"
+            ),
+            "{}",
+            c.reason
+        );
+        assert!(c.reason.contains("at most 4000"), "{}", c.reason);
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        // 2 × 300 is below the baseline 2 000: the baseline stays.
+        assert_eq!((m.value, m.intent), (2000, Intent::Release));
+        // The same fill, flat: nothing to do yet.
+        let ps = decide(&mut f, &caps, &baseline(), &signals(2, 0.60, 0.0, 2_000.0));
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().intent, Intent::Release);
+        // Higher up, max follows capacity.
+        let cur = with(Knob::IoCapacity, 3000);
+        let ps = decide(&mut f, &caps, &cur, &signals(3, 0.80, 0.0, 2_000.0));
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 4000);
+        assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 8000);
+    }
+
+    #[test]
+    fn never_far_above_what_the_device_has_shown() {
+        let mut f = Flush::new(cfg());
+        let caps = testkit::mysql();
+        let cur = with(Knob::IoCapacity, 1000);
+        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.9, 0.01, 400.0));
+        // Best seen 400 pages/s → ceiling 800; 1000 in effect is held, not raised.
+        let c = find(&ps, Knob::IoCapacity).unwrap();
+        assert_eq!(c.value, 1000, "{}", c.reason);
+        assert!(c.reason.contains("at its ceiling 800"), "{}", c.reason);
+        // The device flushed only 400 while allowed 2 000, fill high and rising: its
+        // limit is known, and the ceiling is 1.25 × that.
+        assert_eq!(f.device().limit, Some(400.0));
+        assert_eq!(f.ceiling(200), 500);
+    }
+
+    #[test]
+    fn idle_lowers_step_by_step_then_releases() {
+        let mut f = Flush::new(cfg());
+        let caps = testkit::mariadb();
+        let cur = with(Knob::IoCapacity, 1000);
+        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.10, -0.001, 500.0));
+        let c = find(&ps, Knob::IoCapacity).unwrap();
+        assert_eq!((c.value, c.intent), (800, Intent::Act), "{}", c.reason);
+        let cur = with(Knob::IoCapacity, 240);
+        let ps = decide(&mut f, &caps, &cur, &signals(2, 0.10, 0.0, 500.0));
+        let c = find(&ps, Knob::IoCapacity).unwrap();
+        assert_eq!((c.value, c.intent), (200, Intent::Release), "{}", c.reason);
+        // Between idle and target: hold.
+        let cur = with(Knob::IoCapacity, 1000);
+        let ps = decide(&mut f, &caps, &cur, &signals(3, 0.50, 0.0, 500.0));
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 1000);
+        // Low but rising: hold too.
+        let ps = decide(&mut f, &caps, &cur, &signals(4, 0.10, 0.001, 500.0));
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 1000);
+    }
+
+    #[test]
+    fn unknown_fill_and_disabled_hold() {
+        let mut f = Flush::new(cfg());
+        let mut s = signals(1, 0.9, 0.0, 100.0);
+        s.redo_fill = None;
+        assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
+        s.redo_fill = Some(f64::NAN);
+        assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
+        let mut f = Flush::new(FlushConfig {
+            enabled: false,
+            ..cfg()
+        });
+        let s = signals(1, 0.99, 0.1, 100.0);
+        assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
+    }
+
+    #[test]
+    fn last_resort_delay_at_the_cliff_then_released() {
+        let mut f = Flush::new(cfg());
+        let caps = testkit::mysql();
+        // Device shown 500 pages/s; io_capacity already 1000 ≥ its ceiling.
+        let cur = with(Knob::IoCapacity, 1000);
+        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.96, 0.002, 500.0));
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!(
+            (d.value, d.intent, d.policy),
+            (1000, Intent::Act, PolicyId::Flush)
+        );
+        assert!(
+            d.reason.contains("a small DML delay instead of a stall"),
+            "{}",
+            d.reason
+        );
+        let lag = find(&ps, Knob::MaxPurgeLag).unwrap().value;
+        assert_eq!(
+            dml_delay_us(caps.identity.flavor, 200_000, lag, 1000, &cur),
+            1000
+        );
+        // Still on at 92 % (hysteresis), off below 90 %, released until back.
+        let mut cur = cur;
+        cur.insert(Knob::MaxPurgeLag, lag);
+        cur.insert(Knob::MaxPurgeLagDelay, 1000);
+        let ps = decide(&mut f, &caps, &cur, &signals(2, 0.92, -0.01, 500.0));
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
+            Intent::Act
+        );
+        let ps = decide(&mut f, &caps, &cur, &signals(3, 0.85, -0.01, 500.0));
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!((d.value, d.intent), (0, Intent::Release), "{}", d.reason);
+        let ps = decide(&mut f, &caps, &baseline(), &signals(4, 0.85, -0.01, 500.0));
+        assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none());
+        // Not at the ceiling yet: flush more first, no delay.
+        let mut f = Flush::new(cfg());
+        let ps = decide(&mut f, &caps, &baseline(), &signals(1, 0.97, 0.01, 2_000.0));
+        assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none());
+    }
+
+    #[test]
+    fn recovery_model() {
+        let mut f = Flush::new(cfg());
+        // 4 MB/s of redo, fill flat, 2 000 pages/s flushed: 2 000 bytes per page.
+        decide(
+            &mut f,
+            &testkit::mariadb(),
+            &baseline(),
+            &signals(1, 0.5, 0.0, 2_000.0),
+        );
+        let dev = f.device();
+        assert_eq!(dev.bytes_per_page, Some(2_000.0));
+        // 2 000 B/page × 2 000 pages/s × 300 s = 1.2 GB of age; sync is 0.8 of size.
+        assert_eq!(
+            f.recovery_bound(&signals(2, 0.5, 0.0, 2_000.0)),
+            Some(1_500_000_000)
+        );
+        assert_eq!(
+            Flush::new(cfg()).recovery_bound(&signals(1, 0.5, 0.0, 1.0)),
+            None
+        );
+    }
+
+    #[test]
+    fn redo_grows_at_sustained_peaks_within_budgets_and_shrinks_when_quiet() {
+        let c = FlushConfig {
+            redo_resize: true,
+            ..cfg()
+        };
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(c.clone());
+        let cur = with(Knob::IoCapacity, 4000);
+        let mut grown = None;
+        for t in 0..=130 {
+            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.85, 0.0, 2_000.0));
+            if let Some(p) = find(&ps, Knob::LogFileSize) {
+                grown = Some((t, p.clone()));
+                break;
+            }
+        }
+        let (t, p) = grown.expect("a redo resize");
+        assert!(t >= 120, "grew after {t} s");
+        assert_eq!(
+            (p.value, p.intent),
+            (128 << 20, Intent::Act),
+            "{}",
+            p.reason
+        );
+        assert!(p.reason.contains("64 MiB → 128 MiB"), "{}", p.reason);
+        // The recovery budget bounds it: 10 s allows 2 000·2 000·10/0.8 = 50 MB.
+        let mut f = Flush::new(FlushConfig {
+            recovery_time_budget: Duration::from_secs(10),
+            ..c.clone()
+        });
+        let big = with(Knob::IoCapacity, 4000);
+        for t in 0..=130 {
+            let ps = decide(&mut f, &caps, &big, &signals(t, 0.85, 0.0, 2_000.0));
+            assert!(
+                find(&ps, Knob::LogFileSize).is_none(),
+                "grew beyond the recovery budget"
+            );
+        }
+        // Quiet for 30 min: back to the baseline.
+        let mut f = Flush::new(c.clone());
+        let mut cur = with(Knob::LogFileSize, 128 << 20);
+        cur.insert(Knob::IoCapacity, 200);
+        let mut back = None;
+        for t in 0..=1800 {
+            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.1, 0.0, 100.0));
+            let p = find(&ps, Knob::LogFileSize).unwrap();
+            if p.intent == Intent::Release {
+                back = Some((t, p.value));
+                break;
+            }
+        }
+        assert_eq!(back, Some((1800, 64 << 20)));
+        // Opt-in: nothing without redo_resize, nor where the knob is read-only.
+        let mut f = Flush::new(cfg());
+        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.1, 0.0, 100.0));
+        assert!(find(&ps, Knob::LogFileSize).is_none());
+        let mut f = Flush::new(c);
+        let old = testkit::caps("10.6.16-MariaDB", |n| Some(n == "innodb_log_file_size"));
+        let ps = decide(&mut f, &old, &cur, &signals(1, 0.1, 0.0, 100.0));
+        assert!(find(&ps, Knob::LogFileSize).is_none());
+    }
+
+    /// A tiny redo log: age' = writes − pages flushed × bytes per page. InnoDB's
+    /// adaptive flushing is modelled as io_capacity at low fill rising to
+    /// io_capacity_max toward the sync point, limited by the device; at the sync point
+    /// users stall (writes fall to a tenth) while the device flushes flat out.
+    struct RedoPlant {
+        t_ms: u64,
+        age: f64,
+        sync: f64,
+        lsn: f64,
+        flushed: f64,
+        /// Redo the load writes per second without delay.
+        load: f64,
+        bytes_per_page: f64,
+        device: f64,
+        svc_us: f64,
+        stalled_s: u64,
+    }
+
+    impl RedoPlant {
+        fn new(device: f64) -> Self {
+            RedoPlant {
+                t_ms: 1_000,
+                age: 0.0,
+                sync: (80u64 << 20) as f64,
+                lsn: 0.0,
+                flushed: 0.0,
+                load: 1_000_000.0,
+                bytes_per_page: 2_000.0,
+                device,
+                svc_us: 133.0,
+                stalled_s: 0,
+            }
+        }
+
+        fn step(&mut self, k: &KnobValues) -> Sample {
+            let fill = self.age / self.sync;
+            let cap = k[&Knob::IoCapacity] as f64;
+            let max = k[&Knob::IoCapacityMax] as f64;
+            let ramp = ((fill - 0.1) / 0.7).clamp(0.0, 1.0);
+            let mut flush = (cap + (max - cap) * ramp).min(self.device);
+            let delay = dml_delay_us(
+                crate::server::Flavor::MySql,
+                200_000,
+                k[&Knob::MaxPurgeLag],
+                k[&Knob::MaxPurgeLagDelay],
+                k,
+            ) as f64;
+            let mut writes = self.load * self.svc_us / (self.svc_us + delay);
+            if fill >= 1.0 {
+                flush = self.device;
+                writes *= 0.1;
+                self.stalled_s += 1;
+            }
+            flush = flush.min((self.age + writes) / self.bytes_per_page);
+            self.age = (self.age + writes - flush * self.bytes_per_page).max(0.0);
+            self.lsn += writes;
+            self.flushed += flush;
+            self.t_ms += 1000;
+            Sample {
+                t_ms: self.t_ms,
+                uptime_s: Some(self.t_ms / 1000),
+                history_len: Some(200_000),
+                pages_flushed: Some(self.flushed as u64),
+                redo: RedoSample {
+                    lsn: Some(self.lsn as u64),
+                    checkpoint_age: Some(self.age as u64),
+                    async_point: Some((self.sync * 7.0 / 8.0) as u64),
+                    sync_point: Some(self.sync as u64),
+                    capacity: Some((self.sync / 0.8) as u64),
+                },
+                ..Sample::default()
+            }
+        }
+    }
+
+    /// Quiet (1 MB/s), a 10-minute peak of 8 MB/s, quiet again for 15 minutes.
+    fn day(device: f64, with_policy: bool) -> (RedoPlant, Loop, Vec<(f64, u64)>) {
+        let mut plant = RedoPlant::new(device);
+        let mut lp = Loop::new(testkit::mysql(), baseline());
+        let mut f = Flush::new(cfg());
+        let mut trace = Vec::new();
+        for t in 0..1560 {
+            plant.load = if (60..660).contains(&t) {
+                8_000_000.0
+            } else {
+                1_000_000.0
+            };
+            let s = plant.step(&lp.current);
+            let fill = plant.age / plant.sync;
+            if with_policy {
+                lp.tick(&mut [&mut f], s);
+            }
+            trace.push((fill, lp.current[&Knob::IoCapacity]));
+        }
+        (plant, lp, trace)
+    }
+
+    #[test]
+    fn a_peak_is_met_by_flushing_earlier_not_by_a_stall() {
+        // Without innopilot: io_capacity_max 2 000 pages/s × 2 000 B = 4 MB/s < 8 MB/s.
+        let (plant, _, _) = day(5_000.0, false);
+        assert!(
+            plant.stalled_s > 60,
+            "precondition: it stalls ({} s)",
+            plant.stalled_s
+        );
+        let (plant, lp, trace) = day(5_000.0, true);
+        assert_eq!(plant.stalled_s, 0, "stalled");
+        let peak_fill = trace.iter().map(|t| t.0).fold(0.0, f64::max);
+        assert!(peak_fill < 0.95, "peak fill {peak_fill}");
+        let peak_cap = trace.iter().map(|t| t.1).max().unwrap();
+        assert!(
+            peak_cap > 200 && peak_cap <= 10_000,
+            "io_capacity peaked at {peak_cap}"
+        );
+        // Back to the baseline in quiet time, and no flapping on the way.
+        assert_eq!(lp.current[&Knob::IoCapacity], 200);
+        let dirs: Vec<bool> = lp
+            .changes(Knob::IoCapacity)
+            .iter()
+            .map(|c| c.2 > c.1)
+            .collect();
+        let reversals = dirs.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(reversals <= 3, "{:?}", lp.changes(Knob::IoCapacity));
+        // Ordering: io_capacity never above io_capacity_max.
+        assert!(lp.current[&Knob::IoCapacity] <= lp.current[&Knob::IoCapacityMax]);
+    }
+
+    #[test]
+    fn a_device_that_cannot_keep_up_gets_a_small_delay_not_a_stall() {
+        // 2 500 pages/s × 2 000 B = 5 MB/s < 8 MB/s whatever io_capacity says.
+        let (plant, lp, trace) = day(2_500.0, true);
+        let peak_cap = trace.iter().map(|t| t.1).max().unwrap();
+        assert!(
+            peak_cap <= 5_000,
+            "io_capacity {peak_cap} far above the device"
+        );
+        assert!(
+            lp.changes(Knob::MaxPurgeLagDelay).iter().any(|c| c.2 > 0),
+            "no last-resort delay"
+        );
+        assert!(plant.stalled_s < 5, "stalled {} s", plant.stalled_s);
+        assert_eq!(lp.current[&Knob::MaxPurgeLagDelay], 0, "delay left on");
+    }
+
+    proptest! {
+        #[test]
+        fn proposals_stay_in_bounds(
+            seq in prop::collection::vec((0.0..1.3f64, -0.05..0.05f64, 0.0..50_000.0f64), 1..80),
+            cur_cap in 100u64..20_000,
+            on_mariadb in any::<bool>(),
+        ) {
+            let caps = if on_mariadb { testkit::mariadb() } else { testkit::mysql() };
+            let mut f = Flush::new(cfg());
+            let mut cur = with(Knob::IoCapacity, cur_cap);
+            cur.insert(Knob::IoCapacityMax, cur_cap.max(2000) * 2);
+            for (i, (fill, trend, flushed)) in seq.into_iter().enumerate() {
+                let ps = decide(&mut f, &caps, &cur, &signals(i as u64 + 1, fill, trend, flushed));
+                let cap = find(&ps, Knob::IoCapacity).map(|p| p.value);
+                let max = find(&ps, Knob::IoCapacityMax).map(|p| p.value);
+                if let (Some(c), Some(m)) = (cap, max) {
+                    prop_assert!(c <= m, "capacity {} above max {}", c, m);
+                    prop_assert!(c >= 200);
+                    let ceiling = f.ceiling(200);
+                    prop_assert!(c <= ceiling.max(cur_cap), "{} above ceiling {} and current {}", c, ceiling, cur_cap);
+                }
+                for p in &ps {
+                    if p.knob == Knob::MaxPurgeLagDelay {
+                        prop_assert!(p.value <= cfg().last_resort_delay_us);
+                    }
+                    prop_assert!(p.knob != Knob::LogFileSize && p.knob != Knob::RedoLogCapacity);
+                }
+            }
+        }
+
+        /// From the same state, more fill never proposes less io_capacity.
+        #[test]
+        fn more_fill_never_less_flushing(
+            a in 0.0..1.3f64,
+            b in 0.0..1.3f64,
+            trend in -0.05..0.05f64,
+            cur_cap in 100u64..20_000,
+        ) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let caps = testkit::mariadb();
+            let cur = with(Knob::IoCapacity, cur_cap);
+            let at = |fill| {
+                let mut f = Flush::new(cfg());
+                let ps = decide(&mut f, &caps, &cur, &signals(1, fill, trend, 3_000.0));
+                find(&ps, Knob::IoCapacity).unwrap().value
+            };
+            prop_assert!(at(lo) <= at(hi));
+        }
+    }
+}

@@ -1,0 +1,1722 @@
+//! Purge-rate policy (seed 000's design thoughts, made real): keep *purgeable* history
+//! gradually shrinking toward its budget with the least DML delay that does it, and
+//! never delay users for history that purge cannot touch.
+//!
+//! # Purgeable and blocked history
+//!
+//! Purge may only remove the undo logs of transactions that committed before the
+//! oldest read view was created. Whatever entered history after that view began is
+//! *blocked* until the view ends, whatever purge threads or DML delay do. [`estimate`]
+//! splits `Innodb_history_list_length` H into purgeable P and blocked B = H − P from
+//! what [`Signals`] carry:
+//!
+//! - no transaction holds a read view at least `min_view_age` old: P = H;
+//! - otherwise, since the view began B only grows and P only shrinks, so P now is at
+//!   most the lowest history seen since then (`ViewHistory::min`, from the window's
+//!   hour-long memory): P ≤ min(H, H_min);
+//! - purge kept draining P after that minimum, at least about as fast as the fastest
+//!   drain seen lately ([`Signals::history_drain_rate`]): P ≤ H_min − drain · (now − t_min);
+//! - when the view began before innopilot's memory (started, reconnected, or older
+//!   than an hour), the unseen part of its life is extrapolated: history grew at least
+//!   at today's rate all along, so B ≥ max(0, history_rate) · (unseen seconds).
+//!
+//! Every step only *lowers* the purgeable estimate, so errors go toward "blocked",
+//! which means toward *not* delaying users. The failure modes are in
+//! `docs/policies.md`.
+//!
+//! # The controller
+//!
+//! While most of history is blocked ([`PurgeEstimate::is_blocked`]), the measured
+//! history rate is mostly the blocked inflow: delaying DML would only slow users
+//! (and on MariaDB the server applies no delay anyway while purge handles no pages).
+//! The delay knobs go back to their baseline, the reason names the culprit, and the
+//! PID is switched off. After the view ends the policy waits one signal window before
+//! acting, since the history rate still covers the blocked period.
+//!
+//! When purgeable history P exceeds its budget b (`budget_records`, shrunk in
+//! proportion when the undo tablespaces exceed `budget_undo_bytes`), the policy
+//! controls the *rate*: the target history derivative is r = −(P − b) / drain_horizon,
+//! and a PID acts on the normalized error e = (history_rate − r) / s with
+//! s = max(|history_rate|, |r|, b / drain_horizon):
+//!
+//! - u = kp·e + I − kd·dy/dt, clamped to [0, 1]; derivative on the (normalized)
+//!   measurement, so a change of target never kicks the output;
+//! - anti-windup by conditional integration: the integrator does not move further
+//!   into a saturated side, and is bounded to [−1, u_max];
+//! - bumpless: on activation (also after [`Policy::reset`], e.g. when the operator
+//!   hands a knob back) the integrator is set so that u equals the effort the knobs in
+//!   effect already represent.
+//!
+//! The effort u drives the actuators in order (split range). Where purge threads are
+//! dynamic (MariaDB ≥ 10.7.1) and `max_purge_threads` exceeds the baseline, the first
+//! [`THREAD_SHARE`] of u adds purge threads one by one (with a one-thread hysteresis,
+//! and only while redo fill is below `threads_max_redo_fill_pct`, so this never fights
+//! the watermark policy); the rest is a DML delay d = max_delay_us · x², x the share
+//! of u above the thread stage: smallest first, fine-grained where a few µs matter.
+//! d is translated into (`innodb_max_purge_lag`, `innodb_max_purge_lag_delay`) with
+//! this flavor's formula ([`lag_for_delay`]): the cap is d itself, the lag the largest
+//! value that makes the formula reach d at the current history, at most the history
+//! level where P would be back at its budget, so the server stops delaying by itself
+//! once it gets there.
+//!
+//! With DML below `quiet_dml_rate` rows/s the delay is released first (u is limited
+//! to the thread stage): purge catches up while users are few. Once P is below 90 % of
+//! its budget and the effort is back at zero, everything is handed back.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use crate::config::PurgeRateConfig;
+use crate::sample::{Signals, TrxInfo};
+use crate::server::{Capabilities, Flavor, Knob, KnobValues};
+
+/// The smallest DML delay proposed, µs: the delay stage maps its effort u ∈ (0, 1]
+/// geometrically onto [MIN_DELAY_US, max_delay_us].
+pub const MIN_DELAY_US: u64 = 10;
+
+/// Rate errors within this share of the DML rate leave the delay alone (as long as
+/// history over budget is not growing): the delay is a staircase, and chasing the last
+/// few percent of rate only makes it dither between two steps.
+pub const DEADBAND: f64 = 0.02;
+
+/// Below this share of the budget added purge threads are taken back one by one and,
+/// with nothing left in use, everything is handed back.
+pub const RELEASE_SHARE: f64 = 0.5;
+
+/// The transaction whose read view keeps history from being purged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Culprit {
+    pub trx_id: String,
+    /// Connection id: `KILL <thread_id>` ends it.
+    pub thread_id: Option<u64>,
+    pub user: Option<String>,
+    pub host: Option<String>,
+    /// Seconds since the transaction started.
+    pub age_s: u64,
+}
+
+impl Culprit {
+    pub fn from_trx(t: &TrxInfo) -> Self {
+        Culprit {
+            trx_id: t.trx_id.clone(),
+            thread_id: t.thread_id,
+            user: t.user.clone(),
+            host: t.host.clone(),
+            age_s: t.age_s,
+        }
+    }
+
+    /// `user@host`, with `?` for what is unknown.
+    pub fn account(&self) -> String {
+        format!(
+            "{}@{}",
+            self.user.as_deref().unwrap_or("?"),
+            self.host.as_deref().unwrap_or("?")
+        )
+    }
+
+    /// "trx 1234 (thread 56, app@10.0.0.5) open 312 s".
+    pub fn describe(&self) -> String {
+        let thread = self
+            .thread_id
+            .map_or_else(|| "thread ?".to_string(), |t| format!("thread {t}"));
+        format!(
+            "trx {} ({thread}, {}) open {} s",
+            self.trx_id,
+            self.account(),
+            self.age_s
+        )
+    }
+}
+
+/// How the purgeable/blocked split was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// No transaction holds a read view at least `min_view_age` old: all history is
+    /// purgeable.
+    NoBlockingView,
+    /// The view began while innopilot was watching: history at its start is known.
+    ViewStartSeen,
+    /// The view began before innopilot's memory: the unseen part is extrapolated from
+    /// the current history rate.
+    Extrapolated,
+}
+
+/// History split into what purge can remove now and what a read view blocks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PurgeEstimate {
+    /// `Innodb_history_list_length` (undo logs not yet purged).
+    pub history: u64,
+    /// Estimated part purge can remove now (an upper estimate).
+    pub purgeable: u64,
+    /// `history − purgeable`: newer than the oldest read view.
+    pub blocked: u64,
+    /// The transaction holding the oldest read view, when it is old enough to matter.
+    pub culprit: Option<Culprit>,
+    pub basis: Basis,
+}
+
+impl PurgeEstimate {
+    /// Purge is blocked: a read view holds back at least as much history as purge can
+    /// still remove. DML delay cannot help then.
+    pub fn is_blocked(&self) -> bool {
+        self.culprit.is_some() && self.blocked > 0 && self.blocked >= self.purgeable
+    }
+}
+
+/// Splits history into purgeable and blocked (see the module documentation). `None`
+/// when history length is unknown. Pure: `status`, metrics and the policy all call it
+/// on the same [`Signals`].
+pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstimate> {
+    let h = signals.history_len?;
+    let view = signals
+        .sample
+        .oldest_trx
+        .as_ref()
+        .filter(|t| t.holds_read_view && t.age_s >= min_view_age.as_secs());
+    let Some(trx) = view else {
+        return Some(PurgeEstimate {
+            history: h,
+            purgeable: h,
+            blocked: 0,
+            culprit: None,
+            basis: Basis::NoBlockingView,
+        });
+    };
+    let age_s = trx.age_s as f64;
+    // Growth before memory began, at least today's rate (0 when shrinking).
+    let inflow = signals
+        .history_rate
+        .filter(|r| r.is_finite())
+        .unwrap_or(0.0)
+        .max(0.0);
+    let (purgeable, basis) = match signals.view_history {
+        Some(v) => {
+            let (unseen_blocked, basis) = if v.at_start.is_some() {
+                (0.0, Basis::ViewStartSeen)
+            } else {
+                (inflow * (age_s - v.covered_s).max(0.0), Basis::Extrapolated)
+            };
+            let mut p = v.min as f64 - unseen_blocked;
+            if let Some(d) = signals.history_drain_rate.filter(|d| d.is_finite()) {
+                let since = signals.t_ms.saturating_sub(v.min_t_ms) as f64 / 1000.0;
+                p -= d.max(0.0) * since;
+            }
+            (p, basis)
+        }
+        None => (h as f64 - inflow * age_s, Basis::Extrapolated),
+    };
+    let purgeable = (purgeable.max(0.0) as u64).min(h);
+    Some(PurgeEstimate {
+        history: h,
+        purgeable,
+        blocked: h - purgeable,
+        culprit: Some(Culprit::from_trx(trx)),
+        basis,
+    })
+}
+
+/// MySQL 8.0.14+'s DML delay (trx0purge.cc, `trx_purge_dml_delay`), in µs: only when
+/// history exceeds purge_threads × batch_size and max_purge_lag; counts all history,
+/// purgeable or not.
+pub fn mysql_dml_delay_us(
+    history: u64,
+    max_purge_lag: u64,
+    max_delay: u64,
+    purge_threads: u64,
+    batch_size: u64,
+) -> u64 {
+    if max_purge_lag == 0 || history <= purge_threads.saturating_mul(batch_size) {
+        return 0;
+    }
+    let ratio = history as f64 / max_purge_lag as f64;
+    if ratio <= 1.0 {
+        return 0;
+    }
+    // innodb_max_purge_lag_delay = 0 caps the delay at 0: no delay at all.
+    let d = ((ratio - 0.9995) * 10_000.0).max(0.0);
+    (d as u64).min(max_delay)
+}
+
+/// MariaDB 10.11's DML delay (trx0purge.cc, `trx_purge`), in µs, for a purge batch
+/// that handled pages; a batch that handled none (purge blocked) sets 0.
+pub fn mariadb_dml_delay_us(history: u64, max_purge_lag: u64, max_delay: u64) -> u64 {
+    if max_purge_lag == 0 || history <= max_purge_lag || max_delay == 0 {
+        return 0;
+    }
+    let d = history.saturating_mul(10_000) / max_purge_lag;
+    max_delay.min(d.saturating_sub(5_000))
+}
+
+/// The delay this flavor's formula gives (MariaDB: while purge handles pages).
+pub fn dml_delay_us(
+    flavor: Flavor,
+    history: u64,
+    max_purge_lag: u64,
+    max_delay: u64,
+    knobs: &KnobValues,
+) -> u64 {
+    match flavor {
+        Flavor::MariaDb => mariadb_dml_delay_us(history, max_purge_lag, max_delay),
+        Flavor::MySql => mysql_dml_delay_us(
+            history,
+            max_purge_lag,
+            max_delay,
+            knobs.get(&Knob::PurgeThreads).copied().unwrap_or(4),
+            knobs.get(&Knob::PurgeBatchSize).copied().unwrap_or(300),
+        ),
+    }
+}
+
+/// Rounds down to two significant digits (123456 → 120000), so the lag does not
+/// change with every record of history.
+fn two_digits_down(x: u64) -> u64 {
+    if x < 100 {
+        return x;
+    }
+    let mut p = 1u64;
+    while x / p >= 100 {
+        p *= 10;
+    }
+    x / p * p
+}
+
+/// The `innodb_max_purge_lag` that makes this flavor delay DML by `delay_us` at
+/// `history` (with `innodb_max_purge_lag_delay` = `delay_us` as the cap): the largest
+/// lag whose formula reaches the cap, at most `knee` (the history level where the delay
+/// should stop), rounded down to two significant digits. At least 1.
+pub fn lag_for_delay(flavor: Flavor, history: u64, delay_us: u64, knee: u64) -> u64 {
+    let h = history as f64;
+    let d = delay_us as f64;
+    let most = match flavor {
+        // (h/L − 0.9995)·10000 ≥ d  ⇔  L ≤ h / (0.9995 + d/10000)
+        Flavor::MySql => h / (0.9995 + d / 10_000.0),
+        // 10000·h/L − 5000 ≥ d and h > L  ⇔  L ≤ 10000·h/(5000 + d), L < h
+        Flavor::MariaDb => (10_000.0 * h / (5_000.0 + d)).min(h - 1.0),
+    };
+    let most = if most.is_finite() && most >= 1.0 {
+        most.floor() as u64
+    } else {
+        1
+    };
+    two_digits_down(most.min(knee.max(1))).max(1)
+}
+
+/// The PID's memory between ticks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pid {
+    /// Integral term, in effort units.
+    i: f64,
+    /// Previous normalized measurement (derivative on measurement).
+    y_prev: f64,
+    /// Filtered derivative term.
+    d_term: f64,
+    t_prev: u64,
+    /// Output of the last tick.
+    u: f64,
+}
+
+/// Where the DML slowdown limit stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Slowdown {
+    /// The DML rate is above the limit (or unknown): the effort may grow.
+    Free,
+    /// At the limit: the effort may not grow.
+    Hold,
+    /// Well below it: the effort backs off.
+    BackOff,
+}
+
+/// State kept between ticks.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// Over budget and not yet back under [`RELEASE_SHARE`] of it with nothing in use.
+    active: bool,
+    /// `Some` while the delay stage runs; `None` means its next start is bumpless from
+    /// the delay in effect.
+    pid: Option<Pid>,
+    /// Purge threads added above the baseline.
+    threads_extra: u64,
+    /// When the purge thread count last changed (ms).
+    threads_changed_ms: Option<u64>,
+    /// Whether redo fill lets purge threads be raised (with hysteresis).
+    threads_open: bool,
+    quiet: bool,
+    /// No acting before this time: the history rate still covers a blocked period.
+    settle_until_ms: u64,
+    /// The DML rate with no delay of this policy in effect (slow average): what the
+    /// slowdown limit is measured against.
+    dml_ref: Option<f64>,
+}
+
+/// The actuators on this server, in the order they are used.
+#[derive(Debug, Clone, Copy)]
+struct Stages {
+    base_threads: u64,
+    /// Purge threads that may be added (0: no thread stage).
+    extra_threads: u64,
+    max_delay: u64,
+}
+
+impl Stages {
+    /// The delay for an effort: 0 at u ≤ 0, then geometric from [`MIN_DELAY_US`] to
+    /// the maximum, so equal steps of u change the DML rate by similar fractions.
+    fn delay_for(&self, u: f64) -> u64 {
+        if u <= 0.0 {
+            return 0;
+        }
+        let lo = MIN_DELAY_US.min(self.max_delay) as f64;
+        let ratio = self.max_delay as f64 / lo;
+        (lo * ratio.powf(u.min(1.0))).round() as u64
+    }
+
+    /// The effort a delay represents (inverse of `delay_for`).
+    fn effort_for_delay(&self, d: u64) -> f64 {
+        if d == 0 {
+            return 0.0;
+        }
+        let lo = MIN_DELAY_US.min(self.max_delay) as f64;
+        let ratio = self.max_delay as f64 / lo;
+        if ratio <= 1.0 {
+            return 1.0;
+        }
+        ((d.clamp(lo as u64, self.max_delay) as f64 / lo).ln() / ratio.ln()).clamp(0.0, 1.0)
+    }
+}
+
+/// Rounds for humans: no decimals above 100, else one.
+fn rate(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:+.0}")
+    } else {
+        format!("{x:+.1}")
+    }
+}
+
+fn threads_word(t: u64) -> &'static str {
+    if t == 1 {
+        "purge thread"
+    } else {
+        "purge threads"
+    }
+}
+
+/// The rate-based purge controller. See the module documentation.
+pub struct PurgeRate {
+    cfg: PurgeRateConfig,
+    state: State,
+}
+
+impl PurgeRate {
+    pub fn new(cfg: PurgeRateConfig) -> Self {
+        PurgeRate {
+            cfg,
+            state: State::default(),
+        }
+    }
+
+    /// The estimate with this policy's `min_view_age`.
+    pub fn estimate(&self, signals: &Signals) -> Option<PurgeEstimate> {
+        estimate(signals, self.cfg.min_view_age)
+    }
+
+    /// The delay stage's effort (0..1) while it runs, for tests and diagnostics.
+    pub fn effort(&self) -> Option<f64> {
+        self.state.pid.map(|p| p.u)
+    }
+
+    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
+        Proposal {
+            policy: PolicyId::PurgeRate,
+            knob,
+            value,
+            intent,
+            reason,
+        }
+    }
+
+    /// The budget in records, shrunk in proportion (at most 4×) when the undo
+    /// tablespaces are over their byte budget. Returns (budget, why it shrank).
+    fn budget(&self, signals: &Signals) -> (u64, Option<String>) {
+        let b = self.cfg.budget_records;
+        match signals.sample.undo_bytes {
+            Some(undo) if self.cfg.budget_undo_bytes > 0 && undo > self.cfg.budget_undo_bytes => {
+                let f = (self.cfg.budget_undo_bytes as f64 / undo as f64).max(0.25);
+                let shrunk = ((b as f64 * f) as u64).max(1);
+                let why = format!(
+                    "budget {b} × {f:.2} as undo {} MiB exceeds {} MiB",
+                    undo >> 20,
+                    self.cfg.budget_undo_bytes >> 20
+                );
+                (shrunk, Some(why))
+            }
+            _ => (b, None),
+        }
+    }
+
+    fn stages(&self, caps: &Capabilities, baseline: &KnobValues) -> Stages {
+        let base = baseline.get(&Knob::PurgeThreads).copied();
+        let extra = match base {
+            Some(b) if caps.settable(Knob::PurgeThreads) => {
+                self.cfg.max_purge_threads.min(32).saturating_sub(b)
+            }
+            _ => 0,
+        };
+        Stages {
+            base_threads: base.unwrap_or(0),
+            extra_threads: extra,
+            max_delay: self.cfg.max_delay_us.max(1),
+        }
+    }
+
+    /// The delay pair in effect, when it is something other than the baseline.
+    fn delay_in_effect(input: &PolicyInput<'_>) -> Option<(u64, u64)> {
+        let cur = (
+            input.current.get(&Knob::MaxPurgeLag).copied()?,
+            input.current.get(&Knob::MaxPurgeLagDelay).copied()?,
+        );
+        let base = (
+            input.baseline.get(&Knob::MaxPurgeLag).copied(),
+            input.baseline.get(&Knob::MaxPurgeLagDelay).copied(),
+        );
+        (cur.0 > 0 && cur.1 > 0 && (Some(cur.0), Some(cur.1)) != base).then_some(cur)
+    }
+
+    /// Hands the given knobs back to their baseline, with one reason.
+    fn release(&self, input: &PolicyInput<'_>, why: &str, knobs: &[Knob]) -> Vec<Proposal> {
+        let mut out = Vec::new();
+        for &knob in knobs {
+            if !input.caps.settable(knob) {
+                continue;
+            }
+            if let Some(&base) = input.baseline.get(&knob) {
+                let reason = format!("{why}; {knob} back to its baseline {base}");
+                out.push(self.propose(knob, base, Intent::Release, reason));
+            }
+        }
+        out
+    }
+
+    /// Hands every knob this policy drives back (purge threads only where this policy
+    /// may raise them) and forgets the episode.
+    fn release_all(&mut self, input: &PolicyInput<'_>, why: &str) -> Vec<Proposal> {
+        self.state.active = false;
+        self.state.pid = None;
+        if self.state.threads_extra > 0 {
+            self.state.threads_changed_ms = Some(input.signals.t_ms);
+        }
+        self.state.threads_extra = 0;
+        let mut knobs = vec![Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay];
+        if self.stages(input.caps, input.baseline).extra_threads > 0 {
+            knobs.push(Knob::PurgeThreads);
+        }
+        self.release(input, why, &knobs)
+    }
+
+    /// One PID step of the delay stage. Returns the new effort.
+    fn pid_step(
+        &mut self,
+        input: &PolicyInput<'_>,
+        st: &Stages,
+        e: f64,
+        y_n: f64,
+        slowdown: Slowdown,
+    ) -> f64 {
+        let t = input.signals.t_ms;
+        let (kp, ki, kd) = (self.cfg.kp, self.cfg.ki, self.cfg.kd);
+        let pid = match self.state.pid {
+            None => {
+                // Bumpless: the output starts where the knobs already are.
+                let u0 = Self::delay_in_effect(input).map_or(0.0, |(_, d)| st.effort_for_delay(d));
+                Pid {
+                    i: (u0 - kp * e).clamp(-1.0, 1.0),
+                    y_prev: y_n,
+                    d_term: 0.0,
+                    t_prev: t,
+                    u: u0,
+                }
+            }
+            Some(mut p) => {
+                let dt = t.saturating_sub(p.t_prev) as f64 / 1000.0;
+                if dt > 0.0 {
+                    let dt = dt.min(10.0);
+                    // Derivative on measurement, first-order filtered (time constant
+                    // of two seconds), so a target change never kicks the output.
+                    let raw_d = -kd * (y_n - p.y_prev) / dt;
+                    let a = dt / (dt + 2.0);
+                    p.d_term += a * (raw_d - p.d_term);
+                    // The slowdown limit is a moving upper clamp.
+                    let top = match slowdown {
+                        Slowdown::Free => 1.0,
+                        Slowdown::Hold => p.u,
+                        Slowdown::BackOff => (p.u - 0.02 * dt).max(0.0),
+                    };
+                    let unclamped = kp * e + p.i + p.d_term;
+                    // Conditional integration: never integrate further into saturation.
+                    let into_top = unclamped >= top && e > 0.0;
+                    let into_bottom = unclamped <= 0.0 && e < 0.0;
+                    if !(into_top || into_bottom) {
+                        p.i += ki * e * dt;
+                    }
+                    // Back-calculation at a moving clamp: the integrator follows it, so
+                    // the output recovers as soon as the error turns.
+                    p.i = p.i.clamp(-1.0, top - kp * e.min(0.0) - p.d_term.min(0.0));
+                    p.i = p.i.clamp(-1.0, 1.0);
+                    p.u = (kp * e + p.i + p.d_term).clamp(0.0, top);
+                    p.y_prev = y_n;
+                    p.t_prev = t;
+                }
+                p
+            }
+        };
+        self.state.pid = Some(pid);
+        pid.u
+    }
+
+    /// Tracks the DML rate while no delay of this policy is in effect, and says
+    /// where the current rate stands against `max_dml_slowdown_pct` of it.
+    fn slowdown(&mut self, dml: Option<f64>) -> Slowdown {
+        let Some(dml) = dml.filter(|d| d.is_finite() && *d >= 0.0) else {
+            return Slowdown::Free;
+        };
+        let delaying = self.state.pid.is_some_and(|p| p.u > 0.0);
+        if !delaying {
+            self.state.dml_ref = Some(match self.state.dml_ref {
+                Some(r) => r + 0.1 * (dml - r),
+                None => dml,
+            });
+            return Slowdown::Free;
+        }
+        let Some(reference) = self.state.dml_ref else {
+            return Slowdown::Free;
+        };
+        let limit = reference * (1.0 - self.cfg.max_dml_slowdown_pct / 100.0);
+        if dml < 0.9 * limit {
+            Slowdown::BackOff
+        } else if dml < limit {
+            Slowdown::Hold
+        } else {
+            Slowdown::Free
+        }
+    }
+
+    fn update_thread_gate(&mut self, fill_pct: Option<f64>) -> bool {
+        let ceiling = self.cfg.threads_max_redo_fill_pct;
+        self.state.threads_open = match fill_pct {
+            None => false,
+            Some(f) if self.state.threads_open => f < ceiling,
+            Some(f) => f < ceiling - 2.0,
+        };
+        self.state.threads_open
+    }
+
+    fn update_quiet(&mut self, dml: Option<f64>) -> bool {
+        let q = self.cfg.quiet_dml_rate;
+        self.state.quiet = match dml.filter(|d| d.is_finite()) {
+            None => false,
+            Some(_) if q <= 0.0 => false,
+            Some(d) if self.state.quiet => d < 1.5 * q,
+            Some(d) => d < q,
+        };
+        self.state.quiet
+    }
+}
+
+impl Policy for PurgeRate {
+    fn id(&self) -> PolicyId {
+        PolicyId::PurgeRate
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
+        if !self.cfg.enabled {
+            return Vec::new();
+        }
+        let s = input.signals;
+        // Unknown history or rate: hold everything, state included, rather than guess.
+        let Some(est) = self.estimate(s) else {
+            return Vec::new();
+        };
+        let Some(y) = s.history_rate.filter(|r| r.is_finite()) else {
+            return Vec::new();
+        };
+        let stages = self.stages(input.caps, input.baseline);
+        let (budget, budget_note) = self.budget(s);
+        let budget_text = match &budget_note {
+            Some(n) => format!("{budget} ({n})"),
+            None => budget.to_string(),
+        };
+        let fill_pct = s.redo_fill.filter(|f| f.is_finite()).map(|f| f * 100.0);
+        let threads_open = self.update_thread_gate(fill_pct);
+        let quiet = self.update_quiet(s.dml_rate);
+        let window_ms = (s.window_s.max(0.0) * 1000.0) as u64;
+
+        if est.is_blocked() {
+            self.state.settle_until_ms = s.t_ms.saturating_add(window_ms);
+            let culprit = est
+                .culprit
+                .as_ref()
+                .map(Culprit::describe)
+                .unwrap_or_default();
+            let why = format!(
+                "history is blocked by {culprit} (≈{} of {} records are newer than its read \
+                 view, purgeable ≈{}): no DML delay, it would only slow users",
+                est.blocked, est.history, est.purgeable
+            );
+            return self.release_all(input, &why);
+        }
+        let p = est.purgeable;
+        if s.t_ms < self.state.settle_until_ms && p > budget {
+            let why = format!(
+                "purge was blocked until recently and the history rate ({} records/s) still \
+                 covers that period: waiting {:.0} s before acting on purgeable history {p} \
+                 (budget {budget_text})",
+                rate(y),
+                (self.state.settle_until_ms - s.t_ms) as f64 / 1000.0,
+            );
+            return self.release_all(input, &why);
+        }
+
+        let blocked_note = match &est.culprit {
+            Some(c) if est.blocked > 0 => {
+                format!(", ≈{} blocked by {}", est.blocked, c.describe())
+            }
+            _ => String::new(),
+        };
+        let low = (budget as f64 * RELEASE_SHARE) as u64;
+        if !self.state.active {
+            if p <= budget {
+                let why = format!(
+                    "purgeable history {p} is within its budget {budget_text}{blocked_note}"
+                );
+                return self.release_all(input, &why);
+            }
+            self.state.active = true;
+        }
+
+        // Controlling the rate: the target derivative drains the excess over the
+        // horizon (and lets history grow back toward the budget below it).
+        let horizon = self.cfg.drain_horizon.as_secs_f64().max(1.0);
+        let r = -(p as f64 - budget as f64) / horizon;
+        let floor = budget as f64 / horizon;
+        // The error is normalized by the DML rate (rows updated or deleted per second,
+        // at least the history inflow: each undo log in history holds at least one),
+        // which makes the loop gain of the geometric delay map about the same whatever
+        // the workload. The scale does not depend on the target, so more excess always
+        // means a larger error.
+        let churn = match (s.rows_updated_rate, s.rows_deleted_rate) {
+            (Some(a), Some(b)) => a + b,
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => 0.0,
+        };
+        let scale = y.abs().max(floor).max(churn).max(1.0);
+        let e = (y - r) / scale;
+        // Hold the delay (no integration, no proportional move) where chasing the rate
+        // would only make it dither between two steps: within the deadband (unless
+        // history over budget is growing), and on the way down between 90 % of the
+        // budget and the budget. That band is the hysteresis between "over budget, add
+        // delay" and "well under it, take delay back".
+        let in_band = e.abs() < DEADBAND && !(p > budget && y > 0.0);
+        let settling_down = e < 0.0 && p <= budget && p >= budget / 10 * 9;
+        let e = if in_band || settling_down { 0.0 } else { e };
+        let situation = if p > budget {
+            format!(
+                "purgeable history {p} is {} over its budget {budget_text}{blocked_note}: target {} \
+                 records/s drains the excess in {}, measured {} records/s",
+                p - budget,
+                rate(r),
+                humantime::format_duration(self.cfg.drain_horizon),
+                rate(y)
+            )
+        } else {
+            format!(
+                "purgeable history {p} is within its budget {budget_text}{blocked_note}: target {} \
+                 records/s, measured {} records/s",
+                rate(r),
+                rate(y)
+            )
+        };
+        let mut out = Vec::new();
+
+        // Stage 1: purge threads, one at a time, each change given a full signal window
+        // (and at least 5 s) to show its effect before the next. Up while purgeable
+        // history is over budget and drains slower than the target; down once it is
+        // under half the budget and still shrinking clearly, with no delay in effect.
+        // A thread count that holds history steady in between is kept: threads are
+        // discrete, and a symmetric rule would make them flap between two counts
+        // neither of which fits exactly.
+        let thread_stage = stages.extra_threads > 0 && threads_open;
+        let settle_ms = window_ms.max(4_000) + 1_000;
+        let settled = self
+            .state
+            .threads_changed_ms
+            .map_or(true, |t| s.t_ms.saturating_sub(t) >= settle_ms);
+        let delay_idle = self.state.pid.map_or(true, |p| p.u <= 0.0);
+        if !thread_stage {
+            if self.state.threads_extra > 0 {
+                self.state.threads_changed_ms = Some(s.t_ms);
+            }
+            self.state.threads_extra = 0;
+        } else if settled {
+            let k = self.state.threads_extra;
+            if p > budget && y > r && k < stages.extra_threads {
+                self.state.threads_extra = k + 1;
+                self.state.threads_changed_ms = Some(s.t_ms);
+            } else if p < low && y < -floor && k > 0 && delay_idle {
+                self.state.threads_extra = k - 1;
+                self.state.threads_changed_ms = Some(s.t_ms);
+            }
+        }
+        if stages.extra_threads > 0 && input.caps.settable(Knob::PurgeThreads) {
+            let base = stages.base_threads;
+            if !thread_stage {
+                let fill = fill_pct.map_or_else(|| "unknown".to_string(), |f| format!("{f:.1} %"));
+                let why = format!(
+                    "{situation}; redo fill {fill} is not below {} %, so purge threads are not \
+                     raised (purge writes redo)",
+                    self.cfg.threads_max_redo_fill_pct
+                );
+                out.extend(self.release(input, &why, &[Knob::PurgeThreads]));
+            } else {
+                let k = self.state.threads_extra;
+                let t = base + k;
+                let intent = if k == 0 { Intent::Release } else { Intent::Act };
+                let reason = format!(
+                    "{situation}: {t} {} (baseline {base}, up to {})",
+                    threads_word(t),
+                    base + stages.extra_threads
+                );
+                out.push(self.propose(Knob::PurgeThreads, t, intent, reason));
+            }
+        }
+
+        // Stage 2: DML delay, once every purge thread allowed is in use (or none can
+        // be added), and not in quiet time.
+        let delay_stage =
+            !quiet && (!thread_stage || self.state.threads_extra >= stages.extra_threads);
+        let slowdown = self.slowdown(s.dml_rate);
+        let u = if delay_stage {
+            self.pid_step(input, &stages, e, y / scale, slowdown)
+        } else {
+            self.state.pid = None;
+            0.0
+        };
+
+        if p < low && u <= 0.0 && self.state.threads_extra == 0 {
+            let why = format!(
+                "purgeable history {p} is back under {:.0} % of its budget \
+                 {budget_text}{blocked_note}, nothing is needed any more",
+                RELEASE_SHARE * 100.0
+            );
+            let mut out = self.release_all(input, &why);
+            out.retain(|p| p.knob != Knob::PurgeThreads || thread_stage || !threads_open);
+            return out;
+        }
+
+        let mut d = stages.delay_for(u);
+        let in_effect = Self::delay_in_effect(input);
+        if d > 0 {
+            // A deadband around what is in effect: a delay that changes every tick costs
+            // SETs and helps nobody.
+            if let Some((_, cur)) = in_effect {
+                if d.abs_diff(cur) * 10 < cur.max(20) {
+                    d = cur.min(stages.max_delay);
+                }
+            }
+        }
+        if d == 0 {
+            let why = if quiet {
+                format!(
+                    "{situation}; DML rate {:.0} rows/s is below the quiet threshold {} rows/s: \
+                     no DML delay, purge catches up while users are few",
+                    s.dml_rate.unwrap_or(0.0),
+                    self.cfg.quiet_dml_rate
+                )
+            } else if !delay_stage {
+                format!("{situation}: no DML delay before all purge threads are in use")
+            } else {
+                format!("{situation}: no DML delay needed")
+            };
+            out.extend(self.release(input, &why, &[Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay]));
+            return out;
+        }
+        if !(input.caps.settable(Knob::MaxPurgeLag) && input.caps.settable(Knob::MaxPurgeLagDelay))
+        {
+            return out;
+        }
+        let flavor = input.caps.identity.flavor;
+        let knee = budget.saturating_add(est.blocked);
+        let mut lag = lag_for_delay(flavor, est.history, d, knee);
+        // Keep the lag in effect when it still does the job: fewer SETs.
+        if let Some((cur_lag, _)) = in_effect {
+            if cur_lag <= knee && cur_lag >= lag * 4 / 5 && cur_lag < est.history {
+                let now = dml_delay_us(flavor, est.history, cur_lag, d, input.current);
+                if now >= d {
+                    lag = cur_lag;
+                }
+            }
+        }
+        let now = dml_delay_us(flavor, est.history, lag, d, input.current);
+        let formula = match flavor {
+            Flavor::MySql => format!(
+                "MySQL delays (history/{lag} − 0.9995)·10000 µs once history exceeds \
+                 purge_threads × batch_size, capped at {d}"
+            ),
+            Flavor::MariaDb => format!(
+                "MariaDB delays min({d}, 10000·history/{lag} − 5000) µs while purge handles pages"
+            ),
+        };
+        let reason = format!(
+            "{situation}: DML delay {d} µs (effort {u:.2}) with innodb_max_purge_lag {lag} and \
+             innodb_max_purge_lag_delay {d} µs; {formula}, at history {} that is {now} µs, \
+             none once history is under {lag}",
+            est.history
+        );
+        out.push(self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone()));
+        out.push(self.propose(Knob::MaxPurgeLagDelay, d, Intent::Act, reason));
+        out
+    }
+
+    fn reset(&mut self) {
+        self.state = State::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::policy::testkit::{self, Loop};
+    use crate::sample::{RedoSample, Sample, SignalWindow, ViewHistory};
+    use proptest::prelude::*;
+
+    fn cfg() -> PurgeRateConfig {
+        Config::default().policy.purge_rate
+    }
+
+    fn trx(age_s: u64, holds: bool) -> TrxInfo {
+        TrxInfo {
+            trx_id: "1234".into(),
+            thread_id: Some(56),
+            age_s,
+            user: Some("app".into()),
+            host: Some("10.0.0.5".into()),
+            state: Some("RUNNING".into()),
+            isolation: Some("REPEATABLE READ".into()),
+            command: Some("Sleep".into()),
+            holds_read_view: holds,
+            active_count: Some(5),
+        }
+    }
+
+    fn baseline(threads: u64) -> KnobValues {
+        KnobValues::from([
+            (Knob::PurgeThreads, threads),
+            (Knob::PurgeBatchSize, 300),
+            (Knob::MaxPurgeLag, 0),
+            (Knob::MaxPurgeLagDelay, 0),
+        ])
+    }
+
+    /// A tiny InnoDB: history' = DML inflow − purge(threads), the DML rate set by
+    /// `writers` sessions each spending `svc_us` per statement plus the server's DML
+    /// delay (this flavor's formula), purge removing up to `per_thread` records/s per
+    /// thread from purgeable history only.
+    struct Plant {
+        flavor: Flavor,
+        t_ms: u64,
+        purgeable: f64,
+        blocked: f64,
+        writers: f64,
+        svc_us: f64,
+        per_thread: f64,
+        view_since_ms: Option<u64>,
+        rows: f64,
+        /// Delay applied in the last step, µs.
+        delay: u64,
+    }
+
+    impl Plant {
+        fn new(flavor: Flavor, writers: f64, svc_us: f64, per_thread: f64) -> Self {
+            Plant {
+                flavor,
+                t_ms: 1_000,
+                purgeable: 0.0,
+                blocked: 0.0,
+                writers,
+                svc_us,
+                per_thread,
+                view_since_ms: None,
+                rows: 0.0,
+                delay: 0,
+            }
+        }
+
+        fn history(&self) -> u64 {
+            (self.purgeable + self.blocked).round() as u64
+        }
+
+        fn open_view(&mut self) {
+            self.view_since_ms = Some(self.t_ms);
+        }
+
+        fn close_view(&mut self) {
+            self.view_since_ms = None;
+            self.purgeable += self.blocked;
+            self.blocked = 0.0;
+        }
+
+        /// One second with the knobs in effect; returns the sample at its end.
+        fn step(&mut self, knobs: &KnobValues) -> Sample {
+            let k = |knob| knobs.get(&knob).copied().unwrap_or(0);
+            let h = self.history();
+            self.delay = match self.flavor {
+                // MariaDB sets the delay only after a purge batch that handled pages.
+                Flavor::MariaDb if self.purgeable < 1.0 => 0,
+                f => dml_delay_us(f, h, k(Knob::MaxPurgeLag), k(Knob::MaxPurgeLagDelay), knobs),
+            };
+            let inflow = self.writers * 1e6 / (self.svc_us + self.delay as f64);
+            if self.view_since_ms.is_some() {
+                self.blocked += inflow;
+            } else {
+                self.purgeable += inflow;
+            }
+            let capacity = k(Knob::PurgeThreads).max(1) as f64 * self.per_thread;
+            self.purgeable -= self.purgeable.min(capacity);
+            self.rows += inflow;
+            self.t_ms += 1_000;
+            Sample {
+                t_ms: self.t_ms,
+                uptime_s: Some(self.t_ms / 1000),
+                history_len: Some(self.history()),
+                rows_updated: Some(self.rows as u64),
+                rows_inserted: Some(0),
+                rows_deleted: Some(0),
+                redo: RedoSample {
+                    checkpoint_age: Some(10),
+                    sync_point: Some(100),
+                    ..RedoSample::default()
+                },
+                oldest_trx: self
+                    .view_since_ms
+                    .map(|since| trx((self.t_ms - since) / 1000, true)),
+                ..Sample::default()
+            }
+        }
+    }
+
+    struct Run {
+        plant: Plant,
+        lp: Loop,
+        policy: PurgeRate,
+        /// (history, delay µs, purge threads, effort) per tick.
+        trace: Vec<(u64, u64, u64, f64)>,
+    }
+
+    impl Run {
+        fn new(plant: Plant, caps: Capabilities, threads: u64, cfg: PurgeRateConfig) -> Self {
+            Run {
+                plant,
+                lp: Loop::new(caps, baseline(threads)),
+                policy: PurgeRate::new(cfg),
+                trace: Vec::new(),
+            }
+        }
+
+        fn run(&mut self, ticks: usize) -> Vec<(Signals, Vec<Proposal>)> {
+            let mut out = Vec::new();
+            for _ in 0..ticks {
+                let sample = self.plant.step(&self.lp.current);
+                let (sig, decisions) = self.lp.tick(&mut [&mut self.policy], sample);
+                self.trace.push((
+                    self.plant.history(),
+                    self.plant.delay,
+                    self.lp.current[&Knob::PurgeThreads],
+                    self.policy.effort().unwrap_or(0.0),
+                ));
+                out.push((sig, decisions.into_values().map(|d| d.winner).collect()));
+            }
+            out
+        }
+
+        /// Direction reversals of a knob's applied changes.
+        fn reversals(&self, knob: Knob) -> usize {
+            let dirs: Vec<bool> = self
+                .lp
+                .changes(knob)
+                .iter()
+                .map(|(_, from, to)| to > from)
+                .collect();
+            dirs.windows(2).filter(|w| w[0] != w[1]).count()
+        }
+    }
+
+    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
+        ps.iter().find(|p| p.knob == knob)
+    }
+
+    fn signals_with(history: u64, rate: f64, trx: Option<TrxInfo>) -> Signals {
+        Signals {
+            t_ms: 100_000,
+            history_len: Some(history),
+            history_rate: Some(rate),
+            dml_rate: Some(10_000.0),
+            redo_fill: Some(0.1),
+            window_s: 10.0,
+            sample: Sample {
+                t_ms: 100_000,
+                history_len: Some(history),
+                oldest_trx: trx,
+                ..Sample::default()
+            },
+            ..Signals::default()
+        }
+    }
+
+    // ---- the estimate ---------------------------------------------------------------
+
+    #[test]
+    fn without_a_read_view_everything_is_purgeable() {
+        let s = signals_with(700_000, 5_000.0, None);
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (e.purgeable, e.blocked, e.basis),
+            (700_000, 0, Basis::NoBlockingView)
+        );
+        assert!(!e.is_blocked());
+        // A young view, or one that holds no read view, does not count.
+        for t in [trx(5, true), trx(600, false)] {
+            let s = signals_with(700_000, 5_000.0, Some(t));
+            let e = estimate(&s, Duration::from_secs(10)).unwrap();
+            assert_eq!(e.blocked, 0);
+            assert!(e.culprit.is_none());
+        }
+        assert!(estimate(&Signals::default(), Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn history_since_the_view_began_is_blocked() {
+        let mut s = signals_with(305_000, 30_000.0, Some(trx(10, true)));
+        s.view_history = Some(ViewHistory {
+            at_start: Some(5_000),
+            min: 5_000,
+            min_t_ms: 90_000,
+            covered_s: 10.0,
+        });
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!(e.basis, Basis::ViewStartSeen);
+        assert_eq!((e.purgeable, e.blocked), (5_000, 300_000));
+        assert!(e.is_blocked());
+        assert_eq!(
+            e.culprit.as_ref().unwrap().describe(),
+            "trx 1234 (thread 56, app@10.0.0.5) open 10 s"
+        );
+        // Purge drained at 80 000/s lately: the 5 000 from before are long gone.
+        s.history_drain_rate = Some(80_000.0);
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!((e.purgeable, e.blocked), (0, 305_000));
+    }
+
+    #[test]
+    fn a_view_older_than_memory_is_extrapolated() {
+        // innopilot started 5 s ago; the view is 300 s old and history grows 2 000/s.
+        let mut s = signals_with(800_000, 2_000.0, Some(trx(300, true)));
+        s.view_history = Some(ViewHistory {
+            at_start: None,
+            min: 790_000,
+            min_t_ms: 95_000,
+            covered_s: 5.0,
+        });
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!(e.basis, Basis::Extrapolated);
+        // 295 unseen seconds × 2 000/s = 590 000 blocked before memory began.
+        assert_eq!(e.purgeable, 200_000);
+        assert_eq!(e.blocked, 600_000);
+        // `status` has two samples and no memory: the rate over the view's whole life.
+        s.view_history = None;
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!((e.purgeable, e.blocked), (200_000, 600_000));
+        // A shrinking history extrapolates nothing.
+        let s = signals_with(800_000, -100.0, Some(trx(300, true)));
+        assert_eq!(estimate(&s, Duration::ZERO).unwrap().blocked, 0);
+    }
+
+    #[test]
+    fn the_window_feeds_the_estimate() {
+        // Steady state at 5 000, a view opens at t = 20 s, history grows 30 000/s.
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        let mut last = None;
+        for t in 0..40u64 {
+            let (h, view) = if t < 20 {
+                (5_000, None)
+            } else {
+                (5_000 + (t - 20) * 30_000, Some(trx(t - 20, true)))
+            };
+            last = Some(w.push(Sample {
+                t_ms: t * 1000,
+                uptime_s: Some(100 + t),
+                history_len: Some(h),
+                oldest_trx: view,
+                ..Sample::default()
+            }));
+        }
+        let s = last.unwrap();
+        let v = s.view_history.unwrap();
+        assert_eq!(v.at_start, Some(5_000));
+        assert_eq!(v.min, 5_000);
+        let e = estimate(&s, Duration::from_secs(10)).unwrap();
+        assert_eq!(e.basis, Basis::ViewStartSeen);
+        assert_eq!(e.purgeable, 5_000);
+        assert_eq!(e.blocked, 19 * 30_000);
+        assert!(e.is_blocked());
+    }
+
+    // ---- the delay formulas ---------------------------------------------------------
+
+    #[test]
+    fn delay_formulas_per_flavor() {
+        assert_eq!(mysql_dml_delay_us(100_000, 100_000, 10_000, 4, 300), 0);
+        // (2 − 0.9995)·10000 = 10005, capped.
+        assert_eq!(mysql_dml_delay_us(200_000, 100_000, 10_000, 4, 300), 10_000);
+        assert_eq!(mysql_dml_delay_us(110_000, 100_000, 10_000, 4, 300), 1_005);
+        // Not above purge_threads × batch_size: nothing.
+        assert_eq!(mysql_dml_delay_us(1_000, 10, 10_000, 4, 300), 0);
+        assert_eq!(mariadb_dml_delay_us(100_001, 100_000, 10_000), 5_000);
+        assert_eq!(mariadb_dml_delay_us(120_000, 100_000, 10_000), 7_000);
+        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 0), 0);
+    }
+
+    #[test]
+    fn lag_for_delay_reaches_the_wanted_delay() {
+        let knobs = baseline(4);
+        for flavor in [Flavor::MySql, Flavor::MariaDb] {
+            for (h, d, knee) in [
+                (812_000, 1_200, 500_000),
+                (812_000, 9_000, 500_000),
+                (600_000, 50, 500_000),
+                (520_000, 3_000, 500_000),
+                (2_000, 10, 1_500),
+            ] {
+                let lag = lag_for_delay(flavor, h, d, knee);
+                assert!(lag <= knee && lag >= 1, "{flavor} {h} {d}: {lag}");
+                let got = dml_delay_us(flavor, h, lag, d, &knobs);
+                assert_eq!(got, d, "{flavor} h {h} d {d}: lag {lag} gives {got}");
+            }
+        }
+        assert_eq!(two_digits_down(123_456), 120_000);
+        assert_eq!(two_digits_down(99), 99);
+        assert_eq!(lag_for_delay(Flavor::MariaDb, 0, 100, 10), 1);
+    }
+
+    // ---- decisions ------------------------------------------------------------------
+
+    fn decide(
+        p: &mut PurgeRate,
+        caps: &Capabilities,
+        base: &KnobValues,
+        s: &Signals,
+    ) -> Vec<Proposal> {
+        p.decide(&PolicyInput {
+            signals: s,
+            caps,
+            current: base,
+            baseline: base,
+        })
+    }
+
+    #[test]
+    fn no_delay_while_blocked_and_the_reason_names_the_culprit() {
+        let mut p = PurgeRate::new(cfg());
+        let mut s = signals_with(2_000_000, 30_000.0, Some(trx(312, true)));
+        s.view_history = Some(ViewHistory {
+            at_start: Some(10_000),
+            min: 10_000,
+            min_t_ms: 1_000,
+            covered_s: 312.0,
+        });
+        for caps in [testkit::mariadb(), testkit::mysql()] {
+            let ps = decide(&mut p, &caps, &baseline(4), &s);
+            let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+            assert_eq!((d.value, d.intent), (0, Intent::Release));
+            assert!(
+                d.reason.starts_with(
+                    "history is blocked by trx 1234 (thread 56, app@10.0.0.5) open 312 s"
+                ),
+                "{}",
+                d.reason
+            );
+            assert!(
+                d.reason.contains("no DML delay, it would only slow users"),
+                "{}",
+                d.reason
+            );
+            assert!(ps.iter().all(|p| p.intent == Intent::Release));
+        }
+    }
+
+    #[test]
+    fn within_budget_releases() {
+        let mut p = PurgeRate::new(cfg());
+        let s = signals_with(12_000, 100.0, None);
+        let ps = decide(&mut p, &testkit::mariadb(), &baseline(4), &s);
+        assert_eq!(ps.len(), 3, "{ps:?}");
+        assert!(ps.iter().all(|p| p.intent == Intent::Release));
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLag).unwrap().reason,
+            "purgeable history 12000 is within its budget 500000; innodb_max_purge_lag back to its baseline 0"
+        );
+        // MySQL: purge threads are read-only, so they are not proposed.
+        let ps = decide(&mut p, &testkit::mysql(), &baseline(4), &s);
+        assert!(find(&ps, Knob::PurgeThreads).is_none());
+        assert!(p.effort().is_none());
+    }
+
+    #[test]
+    fn unknown_history_or_rate_holds() {
+        let mut p = PurgeRate::new(cfg());
+        let mut s = signals_with(900_000, 100.0, None);
+        s.history_rate = None;
+        assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
+        s.history_len = None;
+        s.history_rate = Some(1.0);
+        assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
+        let mut p = PurgeRate::new(PurgeRateConfig {
+            enabled: false,
+            ..cfg()
+        });
+        let s = signals_with(9_000_000, 100_000.0, None);
+        assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
+    }
+
+    #[test]
+    fn undo_over_its_byte_budget_shrinks_the_records_budget() {
+        let p = PurgeRate::new(cfg());
+        let mut s = signals_with(0, 0.0, None);
+        s.sample.undo_bytes = Some(8 << 30);
+        let (b, why) = p.budget(&s);
+        assert_eq!(b, 250_000);
+        assert!(why.unwrap().contains("undo 8192 MiB exceeds 4096 MiB"));
+        s.sample.undo_bytes = Some(1 << 40);
+        assert_eq!(p.budget(&s).0, 125_000);
+        s.sample.undo_bytes = Some(1 << 30);
+        assert_eq!(p.budget(&s), (500_000, None));
+    }
+
+    /// Drives the policy alone on MySQL (delay only) with history held at `h`
+    /// growing at `rate`, from a fresh state, for `ticks`; returns the last delay.
+    fn delay_after(h: u64, rate: f64, ticks: u64) -> u64 {
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        let mut last = 0;
+        for i in 0..ticks {
+            let mut s = signals_with(h, rate, None);
+            s.t_ms = 100_000 + i * 1000;
+            let ps = decide(&mut p, &caps, &base, &s);
+            last = find(&ps, Knob::MaxPurgeLagDelay)
+                .filter(|p| p.intent == Intent::Act)
+                .map_or(0, |p| p.value);
+        }
+        last
+    }
+
+    #[test]
+    fn over_budget_and_growing_delays_smallest_first() {
+        let d1 = delay_after(900_000, 20_000.0, 2);
+        let d30 = delay_after(900_000, 20_000.0, 30);
+        assert!(d1 <= d30, "{d1} then {d30}");
+        assert!(d30 > 0 && d30 <= cfg().max_delay_us, "{d30}");
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        let mut ps = Vec::new();
+        for i in 0..30 {
+            let mut s = signals_with(900_000, 20_000.0, None);
+            s.t_ms = 100_000 + i * 1000;
+            ps = decide(&mut p, &caps, &base, &s);
+        }
+        let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
+        let delay = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!(lag.intent, Intent::Act);
+        assert!(lag.value <= 500_000, "{lag:?}");
+        assert!(
+            delay
+                .reason
+                .starts_with("purgeable history 900000 is 400000 over its budget 500000"),
+            "{}",
+            delay.reason
+        );
+        assert!(
+            delay.reason.contains("MySQL delays (history/"),
+            "{}",
+            delay.reason
+        );
+        assert_eq!(
+            dml_delay_us(Flavor::MySql, 900_000, lag.value, delay.value, &base),
+            delay.value
+        );
+    }
+
+    #[test]
+    fn quiet_load_releases_the_delay_first() {
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mariadb();
+        let base = baseline(4);
+        for i in 0..60 {
+            let mut s = signals_with(900_000, 20_000.0, None);
+            s.t_ms = 100_000 + i * 1000;
+            decide(&mut p, &caps, &base, &s);
+        }
+        assert!(p.effort().unwrap() > 0.0);
+        let mut s = signals_with(900_000, 20_000.0, None);
+        s.t_ms = 161_000;
+        s.dml_rate = Some(20.0);
+        let ps = decide(&mut p, &caps, &base, &s);
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!(d.intent, Intent::Release);
+        assert!(
+            d.reason.contains("below the quiet threshold 100 rows/s"),
+            "{}",
+            d.reason
+        );
+        // Threads stay up: they cost users nothing.
+        let t = find(&ps, Knob::PurgeThreads).unwrap();
+        assert_eq!((t.value, t.intent), (8, Intent::Act), "{}", t.reason);
+    }
+
+    #[test]
+    fn bumpless_start_from_the_knobs_in_effect() {
+        // The operator handed back a delay of 2 000 µs (reset): the first decision
+        // keeps it instead of jumping.
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        let mut current = base.clone();
+        current.insert(Knob::MaxPurgeLag, 400_000);
+        current.insert(Knob::MaxPurgeLagDelay, 2_000);
+        let s = signals_with(900_000, 0.0, None);
+        let ps = p.decide(&PolicyInput {
+            signals: &s,
+            caps: &caps,
+            current: &current,
+            baseline: &base,
+        });
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!((d.value, d.intent), (2_000, Intent::Act), "{}", d.reason);
+        assert_eq!(find(&ps, Knob::MaxPurgeLag).unwrap().value, 400_000);
+        // From rest, nothing jumps either: the first step is the proportional part.
+        let mut p = PurgeRate::new(cfg());
+        let ps = decide(&mut p, &caps, &base, &s);
+        assert_eq!(p.effort(), Some(0.0));
+        assert!(find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent == Intent::Release);
+    }
+
+    #[test]
+    fn threads_come_before_the_delay_and_respect_the_redo_ceiling() {
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mariadb();
+        let base = baseline(4);
+        let mut seen_threads_before_delay = false;
+        for i in 0..120 {
+            let mut s = signals_with(900_000, 20_000.0, None);
+            s.t_ms = 100_000 + i * 1000;
+            let ps = decide(&mut p, &caps, &base, &s);
+            let t = find(&ps, Knob::PurgeThreads).unwrap().value;
+            let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+            if d.intent == Intent::Act {
+                assert_eq!(t, 8, "delay before all threads: {}", d.reason);
+                seen_threads_before_delay = true;
+            }
+        }
+        assert!(seen_threads_before_delay);
+        // Redo fill above the ceiling: threads back to the baseline, the delay stays.
+        let mut s = signals_with(900_000, 20_000.0, None);
+        s.t_ms = 221_000;
+        s.redo_fill = Some(0.5);
+        let ps = decide(&mut p, &caps, &base, &s);
+        let t = find(&ps, Knob::PurgeThreads).unwrap();
+        assert_eq!((t.value, t.intent), (4, Intent::Release));
+        assert!(
+            t.reason.contains("redo fill 50.0 % is not below 20 %"),
+            "{}",
+            t.reason
+        );
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
+            Intent::Act
+        );
+    }
+
+    // ---- closed loops on the plant --------------------------------------------------
+
+    #[test]
+    #[ignore]
+    fn print_traces() {
+        for (name, flavor, caps, per_thread) in [
+            ("mysql", Flavor::MySql, testkit::mysql(), 6_000.0),
+            ("mariadb", Flavor::MariaDb, testkit::mariadb(), 6_000.0),
+            ("view", Flavor::MySql, testkit::mysql(), 8_000.0),
+        ] {
+            let plant = Plant::new(flavor, 4.0, 133.0, per_thread);
+            let mut run = Run::new(plant, caps, 4, cfg());
+            if name == "view" {
+                run.run(30);
+                run.plant.open_view();
+                run.run(300);
+                run.plant.close_view();
+            }
+            run.run(900);
+            println!("== {name}");
+            for (i, t) in run.trace.iter().enumerate().step_by(10) {
+                println!("{i:4} h {:8} delay {:5} thr {} u {:.3}", t.0, t.1, t.2, t.3);
+            }
+        }
+    }
+
+    #[test]
+    fn mysql_drains_gradually_with_a_small_delay_and_no_oscillation() {
+        // 30 000 statements/s offered, purge does 24 000/s: history grows 6 000/s.
+        let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 6_000.0);
+        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        run.run(900);
+        let hist: Vec<u64> = run.trace.iter().map(|t| t.0).collect();
+        let peak = *hist.iter().max().unwrap();
+        let at_peak = hist.iter().position(|h| *h == peak).unwrap();
+        // Over budget it was caught: the peak is not far over the budget …
+        assert!(peak < 800_000, "peak {peak}");
+        // … and from the peak on, history went down gradually toward the budget,
+        // never back above the peak nor below it by much.
+        let end = *hist.last().unwrap();
+        assert!(end < 560_000 && end > 400_000, "end {end}");
+        // The delay needed is small (about 40 µs lets purge keep up) and stays so.
+        let delays: Vec<u64> = run.trace[at_peak..].iter().map(|t| t.1).collect();
+        let max_delay = *delays.iter().max().unwrap();
+        assert!(max_delay <= 400, "max delay {max_delay} µs");
+        // Down gradually: from the peak, history falls in every minute until it is
+        // near the budget, and never swings more than a few percent around it after.
+        let mut prev = peak;
+        for (i, chunk) in hist[at_peak..].chunks(60).enumerate() {
+            let last = *chunk.last().unwrap();
+            if prev > 520_000 {
+                assert!(last < prev, "minute {i} after the peak: {prev} → {last}");
+            } else {
+                assert!((430_000..=520_000).contains(&last), "minute {i}: {last}");
+            }
+            prev = last;
+        }
+        // No oscillation: the delay moves between neighbouring steps at most, slowly.
+        let rev = run.reversals(Knob::MaxPurgeLagDelay);
+        assert!(
+            rev <= 12,
+            "{rev} reversals: {:?}",
+            run.lp.changes(Knob::MaxPurgeLagDelay)
+        );
+        let sets = run.lp.applied.len();
+        assert!(sets <= 60, "{sets} SETs in 15 min");
+    }
+
+    #[test]
+    fn mariadb_adds_purge_threads_without_flapping_and_no_delay_when_threads_suffice() {
+        let plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 6_000.0);
+        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg());
+        run.run(900);
+        let threads = run.lp.changes(Knob::PurgeThreads);
+        assert!(!threads.is_empty());
+        assert!(run.reversals(Knob::PurgeThreads) <= 1, "{threads:?}");
+        assert!(run.trace.iter().all(|t| t.1 == 0), "a delay was applied");
+        let end = run.trace.last().unwrap().0;
+        assert!(end < 500_000, "end {end}");
+    }
+
+    #[test]
+    fn mariadb_uses_every_purge_thread_before_a_delay() {
+        // 8 threads × 3 500/s = 28 000/s < 30 000/s offered: threads are not enough.
+        let plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 3_500.0);
+        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg());
+        run.run(900);
+        let first_delay = run.trace.iter().position(|t| t.1 > 0).expect("a delay");
+        assert!(run.trace[..first_delay].iter().all(|t| t.1 == 0));
+        assert_eq!(run.trace[first_delay].2, 8, "delay before all 8 threads");
+        assert_eq!(run.reversals(Knob::PurgeThreads), 0);
+        let end = run.trace.last().unwrap().0;
+        assert!((430_000..=600_000).contains(&end), "end {end}");
+    }
+
+    #[test]
+    fn no_delay_while_a_view_blocks_then_a_bounded_drain() {
+        let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 8_000.0);
+        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        run.run(30);
+        run.plant.open_view();
+        let held = run.run(300);
+        // History grew far over budget, all of it behind the view: never a delay.
+        assert!(run.plant.history() > 5_000_000);
+        assert!(run.trace[30..].iter().all(|t| t.1 == 0));
+        let last = &held.last().unwrap().1;
+        let d = find(last, Knob::MaxPurgeLagDelay).unwrap();
+        assert!(
+            d.reason.contains("history is blocked by trx 1234"),
+            "{}",
+            d.reason
+        );
+        run.plant.close_view();
+        let after = run.run(900);
+        // Purge (32 000/s vs 30 000/s offered) drains the 9 M records at once, every
+        // minute a bit; the delay helps it but never takes more than about
+        // max_dml_slowdown_pct (20 %) of the DML rate.
+        let hist: Vec<u64> = run.trace[330..].iter().map(|t| t.0).collect();
+        for w in hist.chunks(60).collect::<Vec<_>>().windows(2) {
+            assert!(
+                w[1].last() < w[0].last(),
+                "not draining: {:?} → {:?}",
+                w[0].last(),
+                w[1].last()
+            );
+        }
+        let slowest = after[20..]
+            .iter()
+            .filter_map(|(s, _)| s.dml_rate)
+            .fold(f64::INFINITY, f64::min);
+        assert!(slowest > 30_075.0 * 0.75, "DML rate fell to {slowest}");
+        let max_delay = run.trace.iter().map(|t| t.1).max().unwrap();
+        assert!(max_delay > 0 && max_delay <= cfg().max_delay_us);
+        assert!(run.reversals(Knob::MaxPurgeLagDelay) <= 6);
+    }
+
+    #[test]
+    fn quiet_time_releases_the_delay() {
+        let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 6_000.0);
+        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        run.run(400);
+        assert!(run.trace.last().unwrap().1 > 0, "precondition: a delay");
+        // Night: one writer at 50 statements/s.
+        run.plant.writers = 0.005;
+        run.run(30);
+        assert_eq!(run.lp.current[&Knob::MaxPurgeLagDelay], 0);
+        assert_eq!(run.lp.current[&Knob::MaxPurgeLag], 0);
+    }
+
+    // ---- properties -----------------------------------------------------------------
+
+    fn any_signals() -> impl Strategy<Value = Signals> {
+        (
+            0u64..20_000_000,
+            -200_000.0..200_000.0f64,
+            prop::option::of((0u64..100_000, any::<bool>())),
+            0.0..100_000.0f64,
+            0.0..1.2f64,
+        )
+            .prop_map(|(h, r, view, dml, fill)| {
+                let mut s = signals_with(h, r, view.map(|(age, holds)| trx(age, holds)));
+                s.dml_rate = Some(dml);
+                s.redo_fill = Some(fill);
+                s
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn proposals_stay_in_bounds(
+            seq in prop::collection::vec(any_signals(), 1..60),
+            on_mariadb in any::<bool>(),
+            base_threads in 1u64..=8,
+        ) {
+            let caps = if on_mariadb { testkit::mariadb() } else { testkit::mysql() };
+            let base = baseline(base_threads);
+            let mut p = PurgeRate::new(cfg());
+            for (i, mut s) in seq.into_iter().enumerate() {
+                s.t_ms = 1_000 * (i as u64 + 1);
+                let blocked = estimate(&s, cfg().min_view_age).unwrap().is_blocked();
+                let ps = decide(&mut p, &caps, &base, &s);
+                for q in &ps {
+                    prop_assert_eq!(ps.iter().filter(|o| o.knob == q.knob).count(), 1);
+                    match q.knob {
+                        Knob::PurgeThreads => {
+                            prop_assert!(on_mariadb);
+                            prop_assert!(q.value >= base_threads && q.value <= base_threads.max(8));
+                        }
+                        Knob::MaxPurgeLagDelay => {
+                            prop_assert!(q.value <= cfg().max_delay_us);
+                            if blocked {
+                                prop_assert_eq!(q.intent, Intent::Release);
+                            }
+                        }
+                        Knob::MaxPurgeLag => prop_assert!(q.value <= 4_294_967_295),
+                        other => prop_assert!(false, "unexpected knob {}", other),
+                    }
+                }
+                if let Some(u) = p.effort() {
+                    prop_assert!((0.0..=1.0).contains(&u));
+                }
+            }
+        }
+
+        /// More excess (same rate, same history of ticks) never means less delay.
+        #[test]
+        fn more_excess_never_less_delay(
+            a in 0u64..5_000_000,
+            b in 0u64..5_000_000,
+            rate in -50_000.0..50_000.0f64,
+            ticks in 1u64..60,
+        ) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let d_lo = delay_after(lo, rate, ticks);
+            let d_hi = delay_after(hi, rate, ticks);
+            prop_assert!(d_lo <= d_hi, "{lo} → {d_lo} µs, {hi} → {d_hi} µs");
+        }
+
+        /// Anti-windup: however long the output sat at its maximum, once history
+        /// shrinks faster than the target the effort leaves saturation within a
+        /// bounded number of ticks.
+        #[test]
+        fn recovers_from_saturation_quickly(saturated in 200u64..3_000) {
+            let mut p = PurgeRate::new(cfg());
+            let caps = testkit::mysql();
+            let base = baseline(4);
+            let mut t = 0;
+            for _ in 0..saturated {
+                t += 1_000;
+                let mut s = signals_with(3_000_000, 100_000.0, None);
+                s.t_ms = t;
+                decide(&mut p, &caps, &base, &s);
+            }
+            prop_assert_eq!(p.effort(), Some(1.0));
+            let mut ticks = 0;
+            while p.effort().unwrap_or(0.0) >= 1.0 {
+                t += 1_000;
+                ticks += 1;
+                let mut s = signals_with(3_000_000, -100_000.0, None);
+                s.t_ms = t;
+                decide(&mut p, &caps, &base, &s);
+                prop_assert!(ticks <= 3, "still saturated after {} ticks", ticks);
+            }
+        }
+
+        /// No DML delay is ever proposed while the estimate says blocked.
+        #[test]
+        fn never_a_delay_while_blocked(
+            h in 1_000_000u64..50_000_000,
+            age in 10u64..100_000,
+            rate in 0.0..100_000.0f64,
+            warmup in 0u64..100,
+        ) {
+            let mut p = PurgeRate::new(cfg());
+            let caps = testkit::mysql();
+            let base = baseline(4);
+            for i in 0..warmup {
+                let mut s = signals_with(h, rate, None);
+                s.t_ms = 1_000 * (i + 1);
+                decide(&mut p, &caps, &base, &s);
+            }
+            let mut s = signals_with(h, rate, Some(trx(age, true)));
+            s.t_ms = 1_000 * (warmup + 1);
+            s.view_history = Some(ViewHistory { at_start: Some(0), min: 0, min_t_ms: 0, covered_s: age as f64 });
+            let ps = decide(&mut p, &caps, &base, &s);
+            for q in ps {
+                prop_assert_eq!(q.intent, Intent::Release);
+            }
+        }
+    }
+}

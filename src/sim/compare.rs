@@ -1,0 +1,664 @@
+//! Running the simulator: one scenario with one peer ([`run`]), its [`summary`], its
+//! outputs on disk ([`write_outputs`]: CSV time series, summary JSON, decisions, SVG
+//! plots), and the whole matrix of peers × scenarios ([`compare`]).
+//!
+//! Controller peers run the real [`Controller`] (live mode) against the model inside a
+//! current-thread tokio runtime: `tick()` in a loop, each tick one virtual second, no
+//! sleeping. Its state file lives in a private temporary directory that is removed
+//! afterwards, and its audit log is captured in memory and read back for the decisions.
+
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::audit::AuditLog;
+use crate::config::Config;
+use crate::control::{Controller, RunOptions};
+use crate::server::{Knob, Server};
+
+use super::model::{Model, Second, SimServer, EPOCH_UNIX_MS};
+use super::peers::Peer;
+use super::scenario::{Scenario, SimFlavor};
+use super::SimError;
+
+/// One decision of a controller peer, from its audit log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimDecision {
+    /// Virtual time of the tick, seconds.
+    pub t_s: f64,
+    pub policy: String,
+    pub knob: String,
+    pub from: u64,
+    pub to: u64,
+    /// applied, rejected, failed, …
+    pub outcome: String,
+    pub reason: String,
+}
+
+/// The time series of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimRun {
+    pub scenario: String,
+    pub scenario_title: String,
+    pub seed_ref: String,
+    pub peer: String,
+    pub peer_title: String,
+    pub flavor: SimFlavor,
+    pub seed: u64,
+    pub duration_s: f64,
+    /// Per second: whether the offered load counts for throughput and jitter figures.
+    pub loaded: Vec<bool>,
+    pub seconds: Vec<Second>,
+    pub decisions: Vec<SimDecision>,
+}
+
+/// What the comparison table shows for one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub peer: String,
+    pub flavor: SimFlavor,
+    /// Mean throughput over the run, TPS.
+    pub mean_tps: f64,
+    /// Worst 1 s throughput among loaded seconds.
+    pub worst_tps: f64,
+    /// Standard deviation of throughput among loaded seconds.
+    pub tps_stddev: f64,
+    /// Jitter: standard deviation of served/offered among loaded seconds, percent.
+    pub jitter_pct: f64,
+    /// 99th percentile over the run of the per-second p99 latency proxy, ms.
+    pub latency_p99_ms: f64,
+    pub latency_max_ms: f64,
+    /// Seconds the foreground spent waiting for sync flushing or undo truncation.
+    pub stalled_s: f64,
+    pub peak_history: f64,
+    pub peak_undo_bytes: f64,
+    /// Purge debt left at the end.
+    pub end_history: f64,
+    pub end_undo_bytes: f64,
+    pub max_replica_lag_s: f64,
+    /// Transactions whose clients gave up waiting (more than 60 s).
+    pub dropped: f64,
+    /// Knob changes applied by a controller peer.
+    pub sets: usize,
+}
+
+static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A private temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Result<TempDir, SimError> {
+        let n = RUN_SEQ.fetch_add(1, Ordering::Relaxed);
+        let safe: String = label
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path =
+            std::env::temp_dir().join(format!("innopilot-sim-{}-{n}-{safe}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|e| SimError::Io {
+            what: "cannot create the temporary directory",
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An in-memory audit sink the runner reads back.
+#[derive(Clone, Default)]
+pub(crate) struct SharedBuf(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedBuf {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+/// Decision records of an audit log (JSON Lines), in order.
+pub(crate) fn decisions_from_audit(text: &str, epoch_unix_ms: u64) -> Vec<SimDecision> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "decision")
+        .map(|v| SimDecision {
+            t_s: v["unix_ms"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(epoch_unix_ms) as f64
+                / 1000.0,
+            policy: v["policy"].as_str().unwrap_or("").to_string(),
+            knob: v["knob"].as_str().unwrap_or("").to_string(),
+            from: v["from"].as_u64().unwrap_or(0),
+            to: v["to"].as_u64().unwrap_or(0),
+            outcome: v["outcome"].as_str().unwrap_or("").to_string(),
+            reason: v["reason"].as_str().unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+fn control_error(sc: &Scenario, peer: &Peer, e: impl fmt::Display) -> SimError {
+    SimError::Control {
+        scenario: sc.name.clone(),
+        peer: peer.name.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Runs the real controller with `cfg` against `server` (which must drive `handle`'s
+/// model) until the scenario ends; returns the audit log's text.
+pub(crate) fn drive_controller<S: Server>(
+    server: S,
+    handle: &SimServer,
+    mut cfg: Config,
+    label: &str,
+) -> Result<String, String> {
+    let dir = TempDir::new(label).map_err(|e| e.to_string())?;
+    cfg.control.state_file = dir.0.join("state.json");
+    cfg.control.dry_run = false;
+    cfg.audit.path = dir.0.join("audit.jsonl");
+    let buf = SharedBuf::default();
+    let audit = AuditLog::to_writer(Box::new(buf.clone()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let opts = RunOptions {
+            dry_run: false,
+            config_path: None,
+            target: "simulator".into(),
+        };
+        let mut ctl = Controller::start(server, cfg, opts, audit)
+            .await
+            .map_err(|e| e.to_string())?;
+        while !handle.model().finished() {
+            ctl.tick().await.map_err(|e| e.to_string())?;
+        }
+        ctl.shutdown("end of simulation").await;
+        Ok::<(), String>(())
+    })?;
+    Ok(buf.text())
+}
+
+/// The model a peer runs on in a scenario: the peer's flavor (or the scenario's), the
+/// scenario's startup configuration with the peer's on top, the seed's random draws.
+pub fn model_for(scenario: &Scenario, peer: &Peer, seed: u64) -> Model {
+    let sc = scenario.realize(seed);
+    let flavor = peer.flavor.unwrap_or(sc.flavor);
+    let mut startup = sc.startup_knobs(flavor);
+    for (k, v) in &peer.knobs {
+        startup.insert(*k, *v);
+    }
+    Model::new(&sc, flavor, startup, seed)
+}
+
+fn finish(scenario: &Scenario, peer: &Peer, seed: u64, model: &mut Model, audit: &str) -> SimRun {
+    let seconds = model.take_seconds();
+    let loaded = seconds
+        .iter()
+        .map(|s| scenario.is_loaded(s.t_s as f64 - 0.5))
+        .collect();
+    SimRun {
+        scenario: scenario.name.clone(),
+        scenario_title: scenario.title.clone(),
+        seed_ref: scenario.seed_ref.clone(),
+        peer: peer.name.to_string(),
+        peer_title: peer.title.to_string(),
+        flavor: model.flavor(),
+        seed,
+        duration_s: scenario.duration_s,
+        loaded,
+        seconds,
+        decisions: decisions_from_audit(audit, EPOCH_UNIX_MS),
+    }
+}
+
+/// Runs `scenario` with `peer`, seeded.
+pub fn run(scenario: &Scenario, peer: &Peer, seed: u64) -> Result<SimRun, SimError> {
+    let handle = SimServer::new(model_for(scenario, peer, seed));
+    let audit = match peer.config() {
+        None => {
+            let mut m = handle.model();
+            while !m.finished() {
+                m.advance_second();
+            }
+            String::new()
+        }
+        Some(cfg) => drive_controller(
+            handle.clone(),
+            &handle,
+            cfg,
+            &format!("{}-{}", scenario.name, peer.name),
+        )
+        .map_err(|e| control_error(scenario, peer, e))?,
+    };
+    let mut m = handle.model();
+    Ok(finish(scenario, peer, seed, &mut m, &audit))
+}
+
+/// Like [`run`] for a controller peer, also writing a recording (header + every sample
+/// the controller took) to `recording`, for `innopilot replay`.
+pub fn run_recorded(
+    scenario: &Scenario,
+    peer: &Peer,
+    seed: u64,
+    recording: &Path,
+) -> Result<SimRun, SimError> {
+    let handle = SimServer::new(model_for(scenario, peer, seed));
+    let io = |e: std::io::Error| SimError::Io {
+        what: "cannot write the recording",
+        path: recording.to_path_buf(),
+        message: e.to_string(),
+    };
+    let recorder = crate::replay::Recorder::create(recording).map_err(io)?;
+    let server = crate::replay::RecordingServer::new(handle.clone(), recorder);
+    let audit = match peer.config() {
+        None => {
+            // A static peer: record what a passive `innopilot record` would see.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .map_err(io)?;
+            rt.block_on(async {
+                let mut server = server;
+                server
+                    .probe()
+                    .await
+                    .map_err(|e| control_error(scenario, peer, e))?;
+                while !handle.model().finished() {
+                    server
+                        .sample()
+                        .await
+                        .map_err(|e| control_error(scenario, peer, e))?;
+                }
+                Ok::<(), SimError>(())
+            })?;
+            String::new()
+        }
+        Some(cfg) => drive_controller(
+            server,
+            &handle,
+            cfg,
+            &format!("{}-{}-rec", scenario.name, peer.name),
+        )
+        .map_err(|e| control_error(scenario, peer, e))?,
+    };
+    let mut m = handle.model();
+    Ok(finish(scenario, peer, seed, &mut m, &audit))
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> (f64, usize) {
+    let (mut s, mut n) = (0.0, 0);
+    for x in xs {
+        s += x;
+        n += 1;
+    }
+    (if n > 0 { s / n as f64 } else { 0.0 }, n)
+}
+
+fn stddev(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let (m, n) = mean(xs.iter().copied());
+    (xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64).sqrt()
+}
+
+/// The table's figures for one run.
+pub fn summary(run: &SimRun) -> Summary {
+    let s = &run.seconds;
+    let loaded: Vec<&Second> = s
+        .iter()
+        .zip(&run.loaded)
+        .filter(|(_, l)| **l)
+        .map(|(x, _)| x)
+        .collect();
+    let tps: Vec<f64> = loaded.iter().map(|x| x.throughput_tps).collect();
+    let served: Vec<f64> = loaded
+        .iter()
+        .map(|x| x.throughput_tps / x.offered_tps.max(1.0))
+        .collect();
+    let mut lat: Vec<f64> = s.iter().map(|x| x.latency_p99_ms).collect();
+    lat.sort_by(f64::total_cmp);
+    let p99 = if lat.is_empty() {
+        0.0
+    } else {
+        lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1]
+    };
+    let max = |f: &dyn Fn(&Second) -> f64| s.iter().map(f).fold(0.0, f64::max);
+    let last = s.last();
+    Summary {
+        scenario: run.scenario.clone(),
+        peer: run.peer.clone(),
+        flavor: run.flavor,
+        mean_tps: mean(s.iter().map(|x| x.throughput_tps)).0,
+        worst_tps: tps
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .min(f64::MAX),
+        tps_stddev: stddev(&tps),
+        jitter_pct: stddev(&served) * 100.0,
+        latency_p99_ms: p99,
+        latency_max_ms: lat.last().copied().unwrap_or(0.0),
+        stalled_s: s.iter().map(|x| x.stalled_s).sum(),
+        peak_history: max(&|x| x.history),
+        peak_undo_bytes: max(&|x| x.undo_bytes),
+        end_history: last.map_or(0.0, |x| x.history),
+        end_undo_bytes: last.map_or(0.0, |x| x.undo_bytes),
+        max_replica_lag_s: max(&|x| x.replica_lag_s),
+        dropped: s.iter().map(|x| x.dropped).sum(),
+        sets: run
+            .decisions
+            .iter()
+            .filter(|d| d.outcome == "applied" || d.outcome == "clipped")
+            .count(),
+    }
+}
+
+/// Knobs that appear in a run, in allowlist order.
+pub(crate) fn run_knobs(run: &SimRun) -> Vec<Knob> {
+    Knob::ALL
+        .into_iter()
+        .filter(|k| run.seconds.iter().any(|s| s.knobs.contains_key(k)))
+        .collect()
+}
+
+/// The time series as CSV: one row per virtual second, one column per signal and knob.
+pub fn to_csv(run: &SimRun) -> String {
+    let knobs = run_knobs(run);
+    let mut out = String::from(
+        "t_s,offered_tps,throughput_tps,latency_p99_ms,backlog,dropped,history,purgeable,purge_rate,\
+         undo_bytes,redo_fill,dirty_pages,flush_rate,stalled_s,dml_delay_us,replica_lag_s,\
+         purge_cores",
+    );
+    for k in &knobs {
+        out.push(',');
+        out.push_str(k.var_name());
+    }
+    out.push('\n');
+    for s in &run.seconds {
+        out.push_str(&format!(
+            "{},{:.1},{:.1},{:.3},{:.1},{:.1},{:.0},{:.0},{:.1},{:.0},{:.4},{:.0},{:.1},{:.3},{:.0},{:.1},{:.3}",
+            s.t_s,
+            s.offered_tps,
+            s.throughput_tps,
+            s.latency_p99_ms,
+            s.backlog,
+            s.dropped,
+            s.history,
+            s.purgeable,
+            s.purge_rate,
+            s.undo_bytes,
+            s.redo_fill,
+            s.dirty_pages,
+            s.flush_rate,
+            s.stalled_s,
+            s.dml_delay_us,
+            s.replica_lag_s,
+            s.purge_cores,
+        ));
+        for k in &knobs {
+            out.push(',');
+            if let Some(v) = s.knobs.get(k) {
+                out.push_str(&v.to_string());
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes `timeseries.csv`, `summary.json`, `decisions.jsonl` and the SVG plots into
+/// `dir` (created if missing). Returns the files written.
+pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
+    let io = |path: &Path, e: std::io::Error| SimError::Io {
+        what: "cannot write",
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut written = Vec::new();
+    let csv = dir.join("timeseries.csv");
+    std::fs::write(&csv, to_csv(run)).map_err(|e| io(&csv, e))?;
+    written.push(csv);
+    let json = dir.join("summary.json");
+    #[derive(Serialize)]
+    struct Out<'a> {
+        scenario: &'a str,
+        scenario_title: &'a str,
+        seed_ref: &'a str,
+        peer: &'a str,
+        peer_title: &'a str,
+        seed: u64,
+        duration_s: f64,
+        summary: Summary,
+    }
+    let body = serde_json::to_string_pretty(&Out {
+        scenario: &run.scenario,
+        scenario_title: &run.scenario_title,
+        seed_ref: &run.seed_ref,
+        peer: &run.peer,
+        peer_title: &run.peer_title,
+        seed: run.seed,
+        duration_s: run.duration_s,
+        summary: summary(run),
+    })
+    .unwrap_or_default();
+    std::fs::write(&json, body + "\n").map_err(|e| io(&json, e))?;
+    written.push(json);
+    let dec = dir.join("decisions.jsonl");
+    let mut text = String::new();
+    for d in &run.decisions {
+        text.push_str(&serde_json::to_string(d).unwrap_or_default());
+        text.push('\n');
+    }
+    std::fs::write(&dec, text).map_err(|e| io(&dec, e))?;
+    written.push(dec);
+    written.extend(super::plot::write_svgs(run, dir)?);
+    Ok(written)
+}
+
+/// Options for [`compare_with`].
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub seed: u64,
+    pub scenarios: Vec<Scenario>,
+    pub peers: Vec<Peer>,
+    /// Worker threads (0: as many as the machine has cores).
+    pub threads: usize,
+}
+
+impl CompareOptions {
+    /// Every built-in scenario and peer.
+    pub fn all(seed: u64) -> Self {
+        CompareOptions {
+            seed,
+            scenarios: Scenario::all(),
+            peers: Peer::all(),
+            threads: 0,
+        }
+    }
+}
+
+/// Every peer on every scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareTable {
+    pub seed: u64,
+    /// Scenario names with their titles and seed references, in order.
+    pub scenarios: Vec<(String, String, String)>,
+    pub rows: Vec<Summary>,
+}
+
+/// Runs every built-in peer on every built-in scenario (in parallel; the result does
+/// not depend on the number of threads).
+pub fn compare(seed: u64) -> Result<CompareTable, SimError> {
+    compare_with(&CompareOptions::all(seed))
+}
+
+pub fn compare_with(opts: &CompareOptions) -> Result<CompareTable, SimError> {
+    let cells: Vec<(&Scenario, &Peer)> = opts
+        .scenarios
+        .iter()
+        .flat_map(|s| opts.peers.iter().map(move |p| (s, p)))
+        .collect();
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(cells.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Summary, SimError>>>> =
+        Mutex::new((0..cells.len()).map(|_| None).collect());
+    // Longest cells first would balance better, but order does not change results.
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((s, p)) = cells.get(i) else { break };
+                let r = run(s, p, opts.seed).map(|r| summary(&r));
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    let mut rows = Vec::new();
+    for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match r {
+            Some(Ok(s)) => rows.push(s),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    Ok(CompareTable {
+        seed: opts.seed,
+        scenarios: opts
+            .scenarios
+            .iter()
+            .map(|s| (s.name.clone(), s.title.clone(), s.seed_ref.clone()))
+            .collect(),
+        rows,
+    })
+}
+
+impl CompareTable {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    pub fn get(&self, scenario: &str, peer: &str) -> Option<&Summary> {
+        self.rows
+            .iter()
+            .find(|r| r.scenario == scenario && r.peer == peer)
+    }
+}
+
+fn si(x: f64) -> String {
+    let a = x.abs();
+    if a >= 10e6 {
+        format!("{:.0}M", x / 1e6)
+    } else if a >= 1e6 {
+        format!("{:.1}M", x / 1e6)
+    } else if a >= 10e3 {
+        format!("{:.0}k", x / 1e3)
+    } else if a >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+impl fmt::Display for CompareTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let head = [
+            "peer",
+            "flavor",
+            "mean tps",
+            "worst 1s",
+            "jitter%",
+            "p99 ms",
+            "stalled s",
+            "peak hist",
+            "peak undo",
+            "end hist",
+            "max lag s",
+            "sets",
+        ];
+        let mut lines: Vec<Vec<String>> = Vec::new();
+        let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
+        for r in &self.rows {
+            let cells = vec![
+                r.peer.clone(),
+                r.flavor.name().to_string(),
+                si(r.mean_tps),
+                si(r.worst_tps),
+                format!("{:.1}", r.jitter_pct),
+                if r.latency_p99_ms >= 100.0 {
+                    format!("{:.0}", r.latency_p99_ms)
+                } else {
+                    format!("{:.1}", r.latency_p99_ms)
+                },
+                format!("{:.1}", r.stalled_s),
+                si(r.peak_history),
+                format!("{:.0}M", r.peak_undo_bytes / 1_048_576.0),
+                si(r.end_history),
+                if r.max_replica_lag_s > 0.0 {
+                    format!("{:.0}", r.max_replica_lag_s)
+                } else {
+                    "-".into()
+                },
+                si(r.dropped),
+                r.sets.to_string(),
+            ];
+            for (w, c) in widths.iter_mut().zip(&cells) {
+                *w = (*w).max(c.chars().count());
+            }
+            lines.push(cells);
+        }
+        let row = |f: &mut fmt::Formatter<'_>, cells: &[String]| -> fmt::Result {
+            for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+                if i < 2 {
+                    write!(f, "{c:<w$}  ")?;
+                } else {
+                    write!(f, "{c:>w$}  ")?;
+                }
+            }
+            writeln!(f)
+        };
+        writeln!(f, "seed {}", self.seed)?;
+        for (name, title, seed_ref) in &self.scenarios {
+            writeln!(f)?;
+            writeln!(f, "{name} (seed {seed_ref}): {title}")?;
+            row(f, &head.map(String::from))?;
+            for (cells, r) in lines.iter().zip(&self.rows) {
+                if &r.scenario == name {
+                    row(f, cells)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

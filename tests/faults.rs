@@ -1,0 +1,564 @@
+//! Fault injection against a private MariaDB: innopilot must never leave a server
+//! worse off than it found it. Each test injects one kind of fault, repeatedly where it
+//! says so, and asserts the server's variables, not only innopilot's exit code.
+//! docs/reliability.md lists the faults, what innopilot does, and these tests.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
+use common::run::{
+    events, knob, knob_values, signal, signal_pid, wait_exit, wait_for_applied, Run,
+};
+use common::{eventually, MariaDb};
+
+/// Narrow watermarks and a short interval so that purge threads move within seconds
+/// under a small update load; short timeouts so faults show quickly.
+const BASE: &str = r#"
+[server]
+connect_timeout = "1s"
+query_timeout = "1s"
+
+[sampler]
+interval = "500ms"
+window = "5s"
+
+[control]
+restore_timeout = "10s"
+max_sets_per_minute = 600
+RECONNECT
+
+[knobs.innodb_purge_threads]
+min = 1
+max = 4
+max_step = 1
+min_dwell = "500ms"
+
+[policy.watermark]
+low_pct = 1.0
+high_pct = 12.0
+max_purge_threads = 4
+hysteresis_pct = 0.5
+"#;
+
+fn config(reconnect: &str) -> String {
+    BASE.replace("RECONNECT", reconnect)
+}
+
+async fn loaded(db: &MariaDb) -> common::LoadHandle {
+    db.prepare_table(20_000).await;
+    db.spawn_update_load(4)
+}
+
+/// A small deterministic generator, so a failing run can be repeated.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysqld_killed_and_restarted_during_run() {
+    const CYCLES: usize = 3;
+    let mut db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(""));
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
+    for cycle in 1..=CYCLES {
+        db.kill();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        db.start();
+        let ready_ms = unix_ms();
+        let regained = eventually(
+            "connection_regained after the restart",
+            Duration::from_secs(20),
+            Duration::from_millis(100),
+            || async {
+                let recs = run.records();
+                let found = events(&recs, "connection_regained").len() >= cycle;
+                found.then(|| events(&recs, "connection_regained")[cycle - 1].clone())
+            },
+        )
+        .await;
+        assert_eq!(regained["server_restarted"], true, "{regained}");
+        // Within two intervals (500 ms each) of the server accepting connections, plus
+        // a second of slack for a loaded 2-core machine.
+        let lag = regained["unix_ms"]
+            .as_u64()
+            .unwrap()
+            .saturating_sub(ready_ms);
+        assert!(
+            lag <= 2_000,
+            "reconnected {lag} ms after the server was ready"
+        );
+        // Let innopilot work on the new server life before the next fault.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    drop(load);
+    let recs = run.records();
+    // No decision between losing the server and regaining it, and none in the tick
+    // that noticed the restart (its baseline was taken anew from that sample).
+    let mut lost = false;
+    for r in &recs {
+        match r["event"].as_str() {
+            Some("connection_lost") => lost = true,
+            Some("connection_regained") => lost = false,
+            Some("decision") => assert!(!lost, "decision while disconnected: {r}"),
+            _ => {}
+        }
+    }
+    for (i, r) in recs.iter().enumerate() {
+        if r["event"] == "connection_regained" {
+            // The first purge-thread decision of the new life starts from what the
+            // restarted server had (its default, 4), not from a value set before.
+            if let Some(next) = recs[i + 1..]
+                .iter()
+                .find(|x| x["event"] == "decision" && x["knob"] == "innodb_purge_threads")
+            {
+                assert!(next["unix_ms"].as_u64() > r["unix_ms"].as_u64());
+                assert_eq!(next["from"], 4, "decided from a pre-restart value: {next}");
+            }
+        }
+    }
+    assert_eq!(events(&recs, "connection_lost").len(), CYCLES);
+    // SET GLOBAL does not survive a restart, and SIGTERM restored the last life's
+    // changes: the server is as it started.
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
+    let mut db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(
+        "reconnect_budget = \"2s\"\non_server_lost = \"exit\"",
+    ));
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
+    db.kill();
+    let t = Instant::now();
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(4), "stderr: {err}");
+    assert!(err.contains("gave up"), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(
+        state.contains("\"clean\": false"),
+        "the state must keep the baseline: {state}"
+    );
+    db.start();
+    drop(load);
+    let out = run.command(
+        &db.dsn(),
+        &["restore", "--state-file", run.state().to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let baseline = knob(&db, "innodb_purge_threads").await;
+    let run = Run::with_config(&config(
+        "reconnect_budget = \"2s\"\non_server_lost = \"wait\"",
+    ));
+    let child = run.spawn(&db.dsn(), &[]);
+    eventually(
+        "purge threads moved off the baseline",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async {
+            let v = knob(&db, "innodb_purge_threads").await;
+            (v != baseline).then_some(v)
+        },
+    )
+    .await;
+    drop(load);
+    // Freeze mysqld: connections stay open but nothing answers, beyond the budget.
+    let pid = db.pid().unwrap();
+    signal_pid(pid, "STOP");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    signal_pid(pid, "CONT");
+    let restore = eventually(
+        "a give_up restore after the server returned",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || async {
+            events(&run.records(), "restore")
+                .into_iter()
+                .find(|r| r["trigger"] == "give_up" && r["knob"] == "innodb_purge_threads")
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(restore["to"], baseline);
+    assert_eq!(restore["readback"], baseline, "{restore}");
+    assert!(
+        child_alive(&child),
+        "innopilot must keep running with on_server_lost = wait"
+    );
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
+}
+
+fn child_alive(child: &std::process::Child) -> bool {
+    std::path::Path::new(&format!("/proc/{}", child.id())).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
+    const RUNS: u64 = 8;
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(""));
+    let mut rng = Lcg(0x5eed_1234);
+    let mut changed_at_kill = 0;
+    for i in 0..RUNS {
+        let child = run.spawn(&db.dsn(), &[]);
+        // Anywhere from before the first sample to several decisions in.
+        let delay = 200 + rng.below(3_000);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        signal(&child, "KILL");
+        let _ = wait_exit(child, Duration::from_secs(10));
+        if knob_values(&db).await != startup {
+            changed_at_kill += 1;
+        }
+        // Every other time a new run cleans up, else `innopilot restore`.
+        if i % 2 == 0 {
+            let out = run.command(
+                &db.dsn(),
+                &["restore", "--state-file", run.state().to_str().unwrap()],
+            );
+            assert!(
+                out.status.success(),
+                "run {i}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        } else {
+            let starts_before = events(&run.records(), "start").len();
+            let child = run.spawn(&db.dsn(), &[]);
+            let start = eventually(
+                "the new run's start record",
+                Duration::from_secs(20),
+                Duration::from_millis(100),
+                || async {
+                    let recs = run.records();
+                    events(&recs, "start")
+                        .get(starts_before)
+                        .map(|r| (*r).clone())
+                },
+            )
+            .await;
+            // Its own baseline must be the real one, not what the killed run left.
+            for (k, v) in &startup {
+                let want = innopilot::sample::parse_u64(v.as_deref().unwrap()).unwrap();
+                assert_eq!(start["baseline"][k], want, "run {i}: {k}");
+            }
+            signal(&child, "TERM");
+            let (code, err) = wait_exit(child, Duration::from_secs(20));
+            assert_eq!(code, Some(0), "run {i}: {err}");
+        }
+        assert_eq!(
+            knob_values(&db).await,
+            startup,
+            "run {i} (killed after {delay} ms)"
+        );
+    }
+    drop(load);
+    // The test means something only if kills did land while a change was in effect.
+    assert!(
+        changed_at_kill >= RUNS / 2,
+        "only {changed_at_kill} of {RUNS} kills left a change"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_queries_time_out_without_exhausting_connections() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let proxy = Proxy::start(db.port()).await;
+    let run = Run::with_config(&config("reconnect_budget = \"1m\""));
+    let child = run.spawn(&proxy.dsn(), &["--dry-run"]);
+    eventually(
+        "a dry-run decision",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async { events(&run.records(), "decision").first().map(|_| ()) },
+    )
+    .await;
+    let threads_before: u64 = db.status_u64("Threads_connected").await;
+    for _ in 0..2 {
+        proxy.stall(true);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        // Still alive, still bounded: a hung server costs innopilot at most its one
+        // connection plus the attempt in flight.
+        assert!(child_alive(&child));
+        let threads = db.status_u64("Threads_connected").await;
+        assert!(
+            threads <= threads_before + 2,
+            "connections grew from {threads_before} to {threads}"
+        );
+        proxy.stall(false);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let decisions_before_end = events(&run.records(), "decision").len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    drop(load);
+    let recs = run.records();
+    assert!(
+        events(&recs, "connection_lost").len() >= 2,
+        "timeouts were not noticed"
+    );
+    assert!(events(&recs, "connection_regained").len() >= 2);
+    assert!(
+        events(&recs, "decision").len() >= decisions_before_end,
+        "the loop continued after the stalls"
+    );
+    assert!(db.status_u64("Threads_connected").await <= threads_before + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let proxy = Proxy::start(db.port()).await;
+    let run = Run::with_config(&config(""));
+    proxy.cut_after_set(true);
+    let child = run.spawn(&proxy.dsn(), &[]);
+    eventually(
+        "a SET cut by the proxy",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async {
+            (proxy.state.cuts.load(std::sync::atomic::Ordering::SeqCst) >= 1).then_some(())
+        },
+    )
+    .await;
+    proxy.cut_after_set(false);
+    let cut_set = proxy.sets()[0].clone();
+    // Several more ticks, so the next decisions are made after the read-back.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    drop(load);
+    let recs = run.records();
+    assert!(
+        events(&recs, "decision")
+            .iter()
+            .any(|d| d["outcome"] == "failed"),
+        "the cut SET must be recorded as failed"
+    );
+    // The server did apply it; innopilot read that back and did not take it for an
+    // operator's change, nor send the same SET again.
+    assert!(
+        events(&recs, "operator_override").is_empty(),
+        "read-back mistaken for an operator"
+    );
+    let sets = proxy.sets();
+    let knob_of = |s: &str| s.split('=').next().unwrap_or("").trim().to_string();
+    if let Some(next_same_knob) = sets[1..].iter().find(|s| knob_of(s) == knob_of(&cut_set)) {
+        assert_ne!(
+            next_same_knob, &cut_set,
+            "the cut SET was applied twice: {sets:?}"
+        );
+    }
+    // And the exit restored everything through the proxy.
+    assert_eq!(events(&recs, "stop")[0]["restored"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_changes_at_random_are_never_reverted() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(""));
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
+    let mut rng = Lcg(0xa11ce);
+    let choices: [(&str, &[u64]); 3] = [
+        ("innodb_purge_threads", &[2, 3, 5, 6, 7]),
+        ("innodb_io_capacity", &[300, 700, 1500]),
+        ("innodb_max_purge_lag", &[50_000, 200_000]),
+    ];
+    let mut operator: BTreeMap<&str, u64> = BTreeMap::new();
+    for _ in 0..8 {
+        let (name, values) = choices[rng.below(3) as usize];
+        let v = values[rng.below(values.len() as u64) as usize];
+        db.exec(&format!("SET GLOBAL {name} = {v}")).await;
+        operator.insert(name, v);
+        tokio::time::sleep(Duration::from_millis(300 + rng.below(900))).await;
+        for (n, want) in &operator {
+            assert_eq!(
+                knob(&db, n).await,
+                *want,
+                "innopilot reverted the operator's {n}"
+            );
+        }
+    }
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    drop(load);
+    let after = knob_values(&db).await;
+    for (name, value) in &after {
+        match operator.get(name.as_str()) {
+            Some(v) => assert_eq!(value.as_deref(), Some(v.to_string().as_str()), "{name}"),
+            None => assert_eq!(value, &startup[name], "{name} not restored"),
+        }
+    }
+    let recs = run.records();
+    for name in operator.keys() {
+        let first = recs
+            .iter()
+            .position(|r| r["event"] == "operator_override" && r["knob"] == *name)
+            .unwrap_or_else(|| panic!("no operator_override for {name}"));
+        assert!(
+            recs[first..].iter().all(|r| !(r["knob"] == *name
+                && (r["event"] == "restore" || r["event"] == "decision" && r["applied"] == true))),
+            "innopilot touched {name} after the operator did"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
+    let db = MariaDb::new();
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(""));
+    // A path below a regular file cannot be created, even by root.
+    let blocker = run.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let bad_state = blocker.join("state.json");
+    let child = std::process::Command::new(common::innopilot_bin())
+        .args(["run", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--audit")
+        .arg(run.audit())
+        .arg("--state-file")
+        .arg(&bad_state)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("state") && err.contains("not-a-dir"), "{err}");
+    assert_eq!(knob_values(&db).await, startup);
+
+    // Live with an unwritable audit log: refused too, the server untouched.
+    let bad_audit = blocker.join("audit.jsonl");
+    let child = std::process::Command::new(common::innopilot_bin())
+        .args(["run", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--audit")
+        .arg(&bad_audit)
+        .arg("--state-file")
+        .arg(run.state())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("audit"), "{err}");
+
+    // Dry-run with an unwritable audit log keeps going and says what it cannot write.
+    let child = std::process::Command::new(common::innopilot_bin())
+        .args(["run", "--dry-run", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--audit")
+        .arg(&bad_audit)
+        .arg("--state-file")
+        .arg(&bad_state)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(child_alive(&child), "dry-run must keep going");
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("audit") && err.contains("not-a-dir"), "{err}");
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_file_lost_mid_run_stops_acting_and_restores() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(&config(""));
+    let state_dir = run.dir.path().join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    let state = state_dir.join("state.json");
+    let child = std::process::Command::new(common::innopilot_bin())
+        .args(["run", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--audit")
+        .arg(run.audit())
+        .arg("--state-file")
+        .arg(&state)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
+    // The state directory disappears (a full or remounted disk behaves alike): the
+    // next SET cannot be made safe, so innopilot must stop acting and restore.
+    std::fs::rename(&state_dir, run.dir.path().join("state.gone")).unwrap();
+    std::fs::write(&state_dir, "now a file").unwrap();
+    let (code, err) = wait_exit(child, Duration::from_secs(40));
+    drop(load);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("state file"), "{err}");
+    assert_eq!(
+        knob_values(&db).await,
+        startup,
+        "baseline not restored after losing the state file"
+    );
+}

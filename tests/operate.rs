@@ -1,0 +1,759 @@
+//! Operating innopilot: the HTTP endpoints during a live run (metrics with signals and
+//! decision counters; /healthz following the server down and back), SIGHUP reload (a
+//! bad file is refused, a good one applied), `drain` (times out while a read view
+//! blocks purge, always restoring its boost; finishes with progress once it ends),
+//! `diagnose --json` naming the transaction that blocks purge, and the deployment
+//! files: the systemd unit (systemd-analyze verify), the Dockerfile, compose and
+//! Kubernetes manifests (parsed and checked), the man page and completions.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::run::{events, signal, wait_exit, Run};
+use common::{eventually, free_port, innopilot_bin, MariaDb};
+
+/// Narrow watermarks and short dwell times so a small update load moves purge threads
+/// within seconds on the harness's 32 MiB redo log; a short staleness limit.
+const LIVE_CONFIG: &str = r#"
+[sampler]
+interval = "500ms"
+window = "5s"
+
+[control]
+restore_timeout = "10s"
+max_sets_per_minute = 120
+
+[knobs.innodb_purge_threads]
+min = 1
+max = 4
+max_step = 1
+min_dwell = "1s"
+
+[policy.watermark]
+low_pct = 1.0
+high_pct = 12.0
+max_purge_threads = 4
+hysteresis_pct = 0.5
+
+[http]
+stale_after = "2s"
+"#;
+
+/// GET over plain TCP: (status, body). `None` when nothing listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    Some((status, body))
+}
+
+async fn wait_http(port: u16, path: &str, want: u16, limit: Duration) -> String {
+    eventually(
+        &format!("GET {path} answering {want}"),
+        limit,
+        Duration::from_millis(200),
+        || async {
+            http_get(port, path)
+                .filter(|(s, _)| *s == want)
+                .map(|(_, b)| b)
+        },
+    )
+    .await
+}
+
+async fn wait_metrics(
+    port: u16,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    eventually(what, limit, Duration::from_millis(250), || async {
+        http_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .filter(|b| pred(b))
+    })
+    .await
+}
+
+/// The value of one sample line (`name{labels} value`) in a scrape.
+fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_run_serves_metrics_and_health_follows_the_server() {
+    let t0 = Instant::now();
+    let mut db = MariaDb::new();
+    db.prepare_table(20_000).await;
+    let load = db.spawn_update_load(4);
+    let run = Run::with_config(LIVE_CONFIG);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = run.spawn(&db.dsn(), &["--listen", &listen]);
+
+    let applied = "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"applied\"}";
+    let body = wait_metrics(
+        port,
+        "an applied watermark decision and rates in /metrics",
+        Duration::from_secs(45),
+        |b| {
+            metric(b, applied).is_some_and(|v| v >= 1.0)
+                && metric(b, "innopilot_samples_total").is_some_and(|v| v >= 3.0)
+        },
+    )
+    .await;
+    for want in [
+        "innopilot_up 1",
+        "innopilot_connected 1",
+        "innopilot_dry_run 0",
+        "# TYPE innopilot_innodb_history_list_length gauge",
+        "innopilot_redo_fill_ratio ",
+        "innopilot_redo_checkpoint_age_bytes ",
+        "innopilot_rows_per_second{operation=\"updated\"} ",
+        "innopilot_knob_value{knob=\"innodb_purge_threads\"} ",
+        "innopilot_knob_baseline{knob=\"innodb_purge_threads\"} ",
+        "innopilot_knob_operator_owned{knob=\"innodb_purge_threads\"} 0",
+        "# TYPE innopilot_sample_duration_seconds histogram",
+        "innopilot_sample_duration_seconds_bucket{le=\"+Inf\"} ",
+        "innopilot_audit_events_total{event=\"decision\"} ",
+        "# TYPE innopilot_errors_total counter",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in\n{body}");
+    }
+    assert!(metric(&body, "innopilot_sample_duration_seconds_count").unwrap() >= 2.0);
+    assert!(metric(&body, "innopilot_innodb_history_list_length").is_some());
+    // The decision counter agrees with the audit log.
+    let audited = events(&run.records(), "decision")
+        .iter()
+        .filter(|d| d["knob"] == "innodb_purge_threads" && d["outcome"] == "applied")
+        .count();
+    assert!(audited >= 1);
+    assert_eq!(http_get(port, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(port, "/readyz").unwrap().0, 200);
+    assert_eq!(http_get(port, "/nope").unwrap().0, 404);
+
+    // The server goes away: /healthz turns 503 (disconnected, then stale), /readyz
+    // stays 200 (innopilot itself is fine, and waits).
+    load.stop().await;
+    db.stop();
+    let why = wait_http(port, "/healthz", 503, Duration::from_secs(20)).await;
+    assert!(
+        why.contains("disconnected") || why.contains("stale"),
+        "{why}"
+    );
+    assert_eq!(http_get(port, "/readyz").unwrap().0, 200);
+    let body = http_get(port, "/metrics").unwrap().1;
+    assert!(body.contains("innopilot_up 0"), "{body}");
+    assert!(
+        !body.contains("innopilot_innodb_history_list_length"),
+        "no signals from a server that is gone"
+    );
+    assert!(
+        metric(&body, "innopilot_errors_total{kind=\"connect\"}").is_some_and(|v| v >= 1.0)
+            || metric(&body, "innopilot_errors_total{kind=\"lost\"}").is_some_and(|v| v >= 1.0),
+        "{body}"
+    );
+
+    // And comes back: 200 again.
+    db.start();
+    wait_http(port, "/healthz", 200, Duration::from_secs(30)).await;
+
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_refuses_a_bad_config_and_applies_a_good_one() {
+    let db = MariaDb::new();
+    let base =
+        "[sampler]\ninterval = \"500ms\"\nwindow = \"5s\"\n\n[control]\nrestore_timeout = \"5s\"\n";
+    let run = Run::with_config(base);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = run.spawn(&db.dsn(), &["--dry-run", "--listen", &listen]);
+    wait_http(port, "/readyz", 200, Duration::from_secs(30)).await;
+    let body = http_get(port, "/metrics").unwrap().1;
+    assert_eq!(
+        metric(&body, "innopilot_sampler_interval_seconds"),
+        Some(0.5)
+    );
+
+    // A broken file: refused, innopilot keeps running with the old configuration.
+    let good_text = std::fs::read_to_string(run.config()).unwrap();
+    std::fs::write(run.config(), "[sampler]\ninterval = \"whenever\"\n").unwrap();
+    signal(&child, "HUP");
+    let body = wait_metrics(port, "a rejected reload", Duration::from_secs(15), |b| {
+        metric(b, "innopilot_config_reloads_total{result=\"rejected\"}") == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        metric(&body, "innopilot_config_last_reload_successful"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&body, "innopilot_sampler_interval_seconds"),
+        Some(0.5)
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    let warnings = events(&run.records(), "warning")
+        .into_iter()
+        .map(|w| w["message"].as_str().unwrap_or("").to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        warnings
+            .iter()
+            .any(|m| m.contains("refused") && m.contains("sampler.interval")),
+        "{warnings:?}"
+    );
+
+    // A good one: applied between ticks.
+    let changed = good_text.replace("interval = \"500ms\"", "interval = \"250ms\"")
+        + "\n[knobs.innodb_io_capacity]\nmanage = false\n";
+    std::fs::write(run.config(), changed).unwrap();
+    signal(&child, "HUP");
+    let body = wait_metrics(port, "an applied reload", Duration::from_secs(15), |b| {
+        metric(b, "innopilot_config_reloads_total{result=\"applied\"}") == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        metric(&body, "innopilot_config_last_reload_successful"),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&body, "innopilot_sampler_interval_seconds"),
+        Some(0.25)
+    );
+    assert_eq!(
+        metric(&body, "innopilot_knob_managed{knob=\"innodb_io_capacity\"}"),
+        Some(0.0)
+    );
+    wait_http(port, "/healthz", 200, Duration::from_secs(10)).await;
+
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "stderr: {err}");
+}
+
+fn drain_cmd(dsn: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(innopilot_bin());
+    c.arg("drain")
+        .args(args)
+        .arg("--dsn")
+        .arg(dsn)
+        .env("RUST_LOG", "innopilot=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+async fn knob(db: &MariaDb, name: &str) -> String {
+    db.global_variable(name).await.unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_times_out_while_blocked_then_finishes_with_progress() {
+    let t0 = Instant::now();
+    let db = MariaDb::new();
+    db.prepare_table(20_000).await;
+    let before = (
+        knob(&db, "innodb_purge_threads").await,
+        knob(&db, "innodb_io_capacity").await,
+        knob(&db, "innodb_io_capacity_max").await,
+    );
+    // History that purge cannot remove while the read view is held.
+    let view = db.hold_read_view().await;
+    let load = db.spawn_update_load(4);
+    eventually(
+        "history >= 20000",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || async { (db.history_list_length().await >= 20_000).then_some(()) },
+    )
+    .await;
+    load.stop().await;
+    let history = db.history_list_length().await;
+
+    // 1. Blocked: times out (exit 5), says who blocks, and puts the boost back.
+    let out = drain_cmd(
+        &db.dsn(),
+        &[
+            "--target",
+            "100",
+            "--timeout",
+            "3s",
+            "--boost",
+            "--progress-interval",
+            "250ms",
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "stderr: {err}");
+    assert!(err.contains("drain: boost innodb_purge_threads"), "{err}");
+    assert!(
+        err.contains("blocked by transaction")
+            && err.contains(&format!("connection {}", view.connection_id())),
+        "{err}"
+    );
+    assert!(err.contains("restored innodb_purge_threads"), "{err}");
+    assert!(err.contains("timed out after 3s"), "{err}");
+    let after = (
+        knob(&db, "innodb_purge_threads").await,
+        knob(&db, "innodb_io_capacity").await,
+        knob(&db, "innodb_io_capacity_max").await,
+    );
+    assert_eq!(before, after, "the boost is restored on timeout");
+    // The server-side wait was stopped, not left behind.
+    // (KILL QUERY is noticed within the server's 100 ms poll of the wait.)
+    eventually(
+        "no purge wait left running in the server",
+        Duration::from_secs(3),
+        Duration::from_millis(100),
+        || async {
+            db.query_rows("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%innodb_max_purge_lag_wait%' AND ID <> CONNECTION_ID()")
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+
+    // 2. Unblocked while it waits: finishes, with progress lines all along.
+    let child = drain_cmd(
+        &db.dsn(),
+        &[
+            "--target",
+            "100",
+            "--timeout",
+            "60s",
+            "--boost",
+            "--progress-interval",
+            "250ms",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    view.release().await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    assert!(stdout.starts_with("drained: history "), "{stdout}");
+    assert!(
+        stdout.contains("innodb_max_purge_lag_wait"),
+        "MariaDB waits server-side: {stdout}"
+    );
+    let progress: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("drain: history "))
+        .collect();
+    assert!(progress.len() >= 4, "progress lines: {err}");
+    assert!(
+        progress.iter().any(|l| l.contains('%') && l.contains("/s")),
+        "{err}"
+    );
+    assert!(db.history_list_length().await <= 100 || history < 100);
+    let after = (
+        knob(&db, "innodb_purge_threads").await,
+        knob(&db, "innodb_io_capacity").await,
+        knob(&db, "innodb_io_capacity_max").await,
+    );
+    assert_eq!(before, after, "the boost is restored when done");
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnose_json_names_the_transaction_that_blocks_purge() {
+    let db = MariaDb::new();
+    db.prepare_table(10_000).await;
+    let view = db.hold_read_view().await;
+    let load = db.spawn_update_load(2);
+    // The rule wants a read view at least 10 s old while history grows.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let dsn = db.dsn();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(innopilot_bin())
+            .args([
+                "diagnose",
+                "--json",
+                "--samples",
+                "3",
+                "--interval",
+                "500ms",
+                "--engine-status",
+                "--dsn",
+            ])
+            .arg(dsn)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    load.stop().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let blocked = findings
+        .iter()
+        .find(|f| f["id"] == "purge_blocked")
+        .unwrap_or_else(|| panic!("no purge_blocked finding in {v:#}"));
+    let id = view.connection_id();
+    assert_eq!(blocked["details"]["thread_id"], id, "{blocked:#}");
+    assert_eq!(blocked["sql"][0], format!("KILL {id};"));
+    assert!(["warning", "critical"].contains(&blocked["severity"].as_str().unwrap()));
+    assert!(blocked["recommendation"].as_str().unwrap().len() > 20);
+    assert_eq!(blocked["details"]["isolation"], "REPEATABLE READ");
+    // Every finding has the fields an operator needs.
+    for f in findings {
+        for key in [
+            "area",
+            "id",
+            "severity",
+            "title",
+            "explanation",
+            "recommendation",
+            "sql",
+        ] {
+            assert!(!f[key].is_null(), "{key} missing in {f:#}");
+        }
+    }
+    assert!(findings.iter().any(|f| f["area"] == "flushing"));
+    assert!(findings.iter().any(|f| f["area"] == "undo"));
+    assert!(findings.iter().any(|f| f["area"] == "buffer_pool"));
+    assert!(findings.iter().any(|f| f["id"] == "not_a_replica"));
+    assert!(
+        findings.iter().any(|f| f["area"] == "engine_status"),
+        "--engine-status read once"
+    );
+    view.release().await;
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+#[test]
+fn man_page_and_completions_from_the_binary() {
+    let out = Command::new(innopilot_bin()).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    assert!(man.contains(".TH innopilot 1") && man.contains("diagnose"));
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(innopilot_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("drain"),
+            "{shell}"
+        );
+    }
+}
+
+/// `systemd-analyze verify` on the unit, with ExecStart pointed at the binary just
+/// built and the generated man page on MANPATH (the unit's Documentation=). The
+/// directives that matter are checked as text too, so the test proves something even
+/// where systemd-analyze is missing (then it says so and fails: install `systemd`).
+#[test]
+fn systemd_unit_verifies_and_is_hardened() {
+    let unit = std::fs::read_to_string(repo("config/systemd/innopilot.service")).unwrap();
+    let key = |k: &str| -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(key("Restart"), ["on-failure"]);
+    assert_eq!(key("NoNewPrivileges"), ["yes"]);
+    assert_eq!(key("ProtectSystem"), ["strict"]);
+    assert_eq!(key("StateDirectory"), ["innopilot"]);
+    assert_eq!(key("User"), ["innopilot"]);
+    assert_eq!(key("ExecReload"), ["/bin/kill -HUP $MAINPID"]);
+    let stop: u64 = key("TimeoutStopSec")[0]
+        .trim_end_matches('s')
+        .parse()
+        .unwrap();
+    let restore = innopilot::config::Config::default().control.restore_timeout;
+    assert!(
+        Duration::from_secs(stop) > restore + Duration::from_secs(5),
+        "TimeoutStopSec {stop}s vs restore_timeout {restore:?}"
+    );
+    // The state file and audit log defaults live in the StateDirectory.
+    let d = innopilot::config::Config::default();
+    assert!(d.control.state_file.starts_with("/var/lib/innopilot"));
+    assert!(d.audit.path.starts_with("/var/lib/innopilot"));
+
+    let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("systemd-analyze not found: install Debian's `systemd` package (scripts/setup.sh) to verify the unit");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = innopilot_bin();
+    let local = unit.replace("/usr/local/bin/innopilot", bin.to_str().unwrap());
+    std::fs::write(dir.path().join("innopilot.service"), local).unwrap();
+    let man1 = dir.path().join("man/man1");
+    std::fs::create_dir_all(&man1).unwrap();
+    let man = Command::new(&bin).arg("man").output().unwrap().stdout;
+    std::fs::write(man1.join("innopilot.1"), man).unwrap();
+    let out = Command::new(analyze)
+        .arg("verify")
+        .arg(dir.path().join("innopilot.service"))
+        .env("MANPATH", dir.path().join("man"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "systemd-analyze verify failed: {stderr}"
+    );
+    // Unknown directives are only warnings: treat any output as a failure.
+    assert!(
+        stderr.trim().is_empty(),
+        "systemd-analyze verify warned: {stderr}"
+    );
+}
+
+fn yaml_docs(path: &Path) -> Vec<serde_norway::Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|d| {
+            serde_norway::Value::deserialize(d)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn s<'a>(v: &'a serde_norway::Value, path: &[&str]) -> &'a serde_norway::Value {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur
+}
+
+#[test]
+fn container_and_kubernetes_manifests() {
+    // Dockerfile: multi-stage, non-root runtime, the endpoints exposed.
+    let dockerfile = std::fs::read_to_string(repo("docker/Dockerfile")).unwrap();
+    let froms: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
+    assert_eq!(froms.len(), 2, "{froms:?}");
+    assert!(froms[0].contains(" AS build"));
+    assert!(dockerfile.contains("COPY --from=build"));
+    let user = dockerfile
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
+        .unwrap();
+    assert!(
+        !user.starts_with("root") && !user.starts_with('0'),
+        "USER {user}"
+    );
+    assert!(dockerfile.contains("EXPOSE 9187"));
+
+    // compose: MariaDB, a sysbench load, innopilot as advisor (dry-run) and live.
+    let compose = &yaml_docs(&repo("docker/compose.yaml"))[0];
+    let services = s(compose, &["services"]);
+    for name in ["mariadb", "sysbench", "advisor", "live"] {
+        assert!(!services[name].is_null(), "service {name}");
+    }
+    let cmd = |svc: &str| -> Vec<String> {
+        services[svc]["command"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(cmd("advisor").contains(&"--dry-run".to_string()));
+    assert!(!cmd("live").contains(&"--dry-run".to_string()));
+    assert!(services["sysbench"]["command"][0]
+        .as_str()
+        .unwrap()
+        .contains("sysbench"));
+    assert_eq!(services["live"]["stop_grace_period"].as_str(), Some("30s"));
+
+    // Kubernetes: every document parses; the StatefulSet has the sidecar.
+    let mut docs = Vec::new();
+    for e in std::fs::read_dir(repo("docker/k8s")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            docs.extend(yaml_docs(&p));
+        }
+    }
+    let find = |kind: &str, name: &str| -> &serde_norway::Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind}/{name} not found"))
+    };
+    let sts = find("StatefulSet", "mariadb");
+    let pod = s(sts, &["spec", "template", "spec"]);
+    let sidecar = pod["initContainers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "innopilot")
+        .expect("innopilot init container");
+    assert_eq!(
+        sidecar["restartPolicy"].as_str(),
+        Some("Always"),
+        "native sidecar"
+    );
+    assert!(sidecar["image"].as_str().unwrap().starts_with("innopilot:"));
+    assert_eq!(
+        s(sidecar, &["readinessProbe", "httpGet", "path"]).as_str(),
+        Some("/readyz")
+    );
+    assert_eq!(
+        s(sidecar, &["livenessProbe", "httpGet", "path"]).as_str(),
+        Some("/healthz")
+    );
+    assert!(
+        sidecar["startupProbe"].is_null(),
+        "a sidecar startup probe would block the database"
+    );
+    assert_eq!(
+        s(sidecar, &["securityContext", "runAsNonRoot"]).as_bool(),
+        Some(true)
+    );
+    let env = sidecar["env"].as_sequence().unwrap();
+    let pw = env
+        .iter()
+        .find(|e| e["name"] == "INNOPILOT_PASSWORD")
+        .unwrap();
+    let secret_name = s(pw, &["valueFrom", "secretKeyRef", "name"])
+        .as_str()
+        .unwrap();
+    let secret_key = s(pw, &["valueFrom", "secretKeyRef", "key"])
+        .as_str()
+        .unwrap();
+    let secret = find("Secret", secret_name);
+    assert!(
+        !secret["stringData"][secret_key].is_null(),
+        "secret key {secret_key}"
+    );
+    let args: Vec<&str> = sidecar["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let config_arg = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--config="))
+        .unwrap();
+    assert!(args.iter().any(|a| a.starts_with("--wait-for-server=")));
+
+    // The ConfigMap's innopilot.toml is valid for innopilot itself, listens where the
+    // probes look, and the grace period covers the drain and the restore.
+    let cm_name = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| {
+            !v["configMap"].is_null()
+                && sidecar["volumeMounts"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .any(|m| {
+                        m["name"] == v["name"]
+                            && Path::new(config_arg).starts_with(m["mountPath"].as_str().unwrap())
+                    })
+        })
+        .map(|v| v["configMap"]["name"].as_str().unwrap())
+        .expect("the config volume");
+    let toml = find("ConfigMap", cm_name)["data"]["innopilot.toml"]
+        .as_str()
+        .unwrap();
+    let cfg = innopilot::config::Config::parse(toml, "configmap").unwrap();
+    assert!(
+        cfg.http.listen.starts_with("0.0.0.0:"),
+        "the kubelet probes the pod IP"
+    );
+    let port = cfg
+        .http
+        .listen
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert_eq!(sidecar["ports"][0]["containerPort"].as_u64(), Some(port));
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    let db = pod["containers"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "mariadb")
+        .unwrap();
+    let pre_stop: Vec<&str> = s(db, &["lifecycle", "preStop", "exec", "command"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(pre_stop.contains(&"drain"), "{pre_stop:?}");
+    let drain_timeout = pre_stop
+        .iter()
+        .find_map(|a| a.strip_prefix("--timeout="))
+        .unwrap();
+    let drain_timeout = humantime::parse_duration(drain_timeout).unwrap();
+    assert!(
+        Duration::from_secs(grace)
+            > drain_timeout + cfg.control.restore_timeout + Duration::from_secs(30),
+        "terminationGracePeriodSeconds {grace} vs drain {drain_timeout:?} + restore {:?}",
+        cfg.control.restore_timeout
+    );
+    assert!(cfg.control.state_file.starts_with("/var/lib/innopilot"));
+    let state_mount = sidecar["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|m| m["mountPath"] == "/var/lib/innopilot");
+    assert!(state_mount, "the state file survives container restarts");
+}
