@@ -201,6 +201,26 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// A read view holds history that purge cannot remove: innopilot adds no DML
+    /// delay for it, and names the transaction to look at (`KILL <thread_id>` ends it).
+    PurgeBlocked {
+        trx_id: String,
+        thread_id: Option<u64>,
+        user: Option<String>,
+        host: Option<String>,
+        /// Seconds the transaction has been open.
+        age_s: u64,
+        /// History length, records.
+        history: u64,
+        /// Of which newer than the view (cannot be purged while it is open), records.
+        blocked: u64,
+        purgeable: u64,
+    },
+    /// The blocking read view ended (or no longer blocks): purge can progress.
+    PurgeUnblocked {
+        trx_id: String,
+        history: u64,
+    },
 }
 
 impl Event {

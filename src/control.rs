@@ -111,6 +111,8 @@ pub struct Controller<S: Server> {
     uncertain: BTreeMap<Knob, (u64, u64)>,
     /// Dry-run: the live values last seen, to notice an operator's change.
     last_live: KnobValues,
+    /// The transaction whose read view blocks purge, as last reported.
+    blocked_by: Option<String>,
     /// The latest sample, kept across lost connections to tell a restart.
     last_sample: Option<crate::sample::Sample>,
     /// Set when a connection is lost; cleared when regained.
@@ -242,13 +244,19 @@ impl<S: Server> Controller<S> {
             last_live: baseline,
             uncertain: BTreeMap::new(),
             last_sample: None,
+            blocked_by: None,
             lost_since: None,
             gave_up: false,
             just_reconnected: false,
             last_reject: BTreeMap::new(),
             last_signals: None,
             stats: Stats::default(),
-            telemetry: Telemetry::new(),
+            telemetry: {
+                // The start record was written above, before the counters existed.
+                let mut t = Telemetry::new();
+                t.count_event("start");
+                t
+            },
             publisher: None,
             last_sample_at: None,
             last_tick_at: None,
@@ -426,6 +434,7 @@ impl<S: Server> Controller<S> {
         self.reconcile(&sample.knobs);
         let signals = self.window.push(sample);
         self.last_signals = Some(signals.clone());
+        self.note_purge_blocking(&signals);
         self.decide_and_act(&signals).await
     }
 
@@ -555,6 +564,45 @@ impl<S: Server> Controller<S> {
                 });
             }
         }
+    }
+
+    /// Records in the audit log when a read view starts or stops blocking purge, with
+    /// the culprit: the purge policy's "no delay" is otherwise silent (a no-op).
+    fn note_purge_blocking(&mut self, signals: &Signals) {
+        let est =
+            crate::policy::purge_rate::estimate(signals, self.cfg.policy.purge_rate.min_view_age);
+        let now = est
+            .as_ref()
+            .filter(|e| e.is_blocked())
+            .and_then(|e| e.culprit.as_ref().map(|c| (e, c)));
+        let now_id = now.map(|(_, c)| c.trx_id.clone());
+        if now_id == self.blocked_by {
+            return;
+        }
+        if let Some(prev) = self.blocked_by.take() {
+            let history = signals.history_len.unwrap_or(0);
+            self.emit(Event::PurgeUnblocked {
+                trx_id: prev,
+                history,
+            });
+        }
+        if let Some((e, c)) = now {
+            tracing::warn!(
+                "purge is blocked by {}: no DML delay for that history",
+                c.describe()
+            );
+            self.emit(Event::PurgeBlocked {
+                trx_id: c.trx_id.clone(),
+                thread_id: c.thread_id,
+                user: c.user.clone(),
+                host: c.host.clone(),
+                age_s: c.age_s,
+                history: e.history,
+                blocked: e.blocked,
+                purgeable: e.purgeable,
+            });
+        }
+        self.blocked_by = now_id;
     }
 
     async fn decide_and_act(&mut self, signals: &Signals) -> Result<(), ControlError> {

@@ -187,7 +187,7 @@ pub fn analyze(f: &Facts) -> Vec<Finding> {
     out.extend(buffer_pool(f));
     out.extend(replica(f));
     out.extend(engine_status(f));
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
 
@@ -338,8 +338,24 @@ fn purge(f: &Facts) -> Vec<Finding> {
         .map(|r| format!("{r:+.0} records/s"))
         .unwrap_or_else(|| "unknown rate".into());
     let trx = s.sample.oldest_trx.as_ref();
-    let blocking =
-        trx.filter(|t| t.holds_read_view && t.age_s >= 10 && rate.map_or(true, |r| r >= 0.0));
+    // The purge-rate policy's split of history into purgeable and blocked (an
+    // estimate that errs toward "blocked"), with a 10 s minimum view age.
+    let est = crate::policy::purge_rate::estimate(s, Duration::from_secs(10));
+    let blocking = trx.filter(|t| {
+        t.holds_read_view
+            && t.age_s >= 10
+            && (est.as_ref().is_some_and(|e| e.is_blocked()) || rate.is_none_or(|r| r >= 0.0))
+    });
+    let split = est
+        .as_ref()
+        .filter(|e| e.culprit.is_some())
+        .map(|e| {
+            format!(
+                " About {} of them are purgeable now and {} blocked by the view (estimate).",
+                e.purgeable, e.blocked
+            )
+        })
+        .unwrap_or_default();
     if let Some(t) = blocking {
         let session = f.culprit_session.as_ref();
         let statement = session.and_then(|s| s.info.clone());
@@ -363,14 +379,14 @@ fn purge(f: &Facts) -> Vec<Finding> {
             "purge_blocked",
             severity,
             format!(
-                "Purge is blocked by transaction {} (connection {}, {account}), open for {} s",
-                t.trx_id,
+                "Purge is blocked by {} (connection {}, {account}), open for {} s",
+                crate::drain::trx_name(&t.trx_id),
                 thread.map(|i| i.to_string()).unwrap_or_else(|| "?".into()),
                 t.age_s
             ),
         )
         .why(format!(
-            "Its read view ({} isolation, command {}) keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} records, {rate_txt}. {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O (seed 000).",
+            "Its read view ({} isolation, command {}) keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} records, {rate_txt}.{split} {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O (seed 000).",
             t.isolation.as_deref().unwrap_or("?"),
             t.command.as_deref().unwrap_or("?"),
         ))
@@ -390,6 +406,8 @@ fn purge(f: &Facts) -> Vec<Finding> {
             "statement": statement,
             "history_len": h,
             "history_rate": rate,
+            "purgeable_estimate": est.as_ref().map(|e| e.purgeable),
+            "blocked_estimate": est.as_ref().map(|e| e.blocked),
         });
         out.push(x);
         return out;

@@ -209,12 +209,12 @@ pub fn progress_line(start: u64, target: u64, sig: &Signals, elapsed: Duration) 
         "  ({} elapsed)",
         short_duration(elapsed.as_secs_f64())
     ));
-    let not_shrinking = sig.history_rate.map_or(true, |r| r >= -0.5);
+    let not_shrinking = sig.history_rate.is_none_or(|r| r >= -0.5);
     if let Some(t) = sig.sample.oldest_trx.as_ref() {
         if not_shrinking && t.holds_read_view && t.age_s >= 5 && h > target {
             line.push_str(&format!(
-                "; purge is blocked by transaction {} (connection {}, {}@{}, {} s old)",
-                t.trx_id,
+                "; purge is blocked by {} (connection {}, {}@{}, {} s old)",
+                trx_name(&t.trx_id),
                 t.thread_id
                     .map(|i| i.to_string())
                     .unwrap_or_else(|| "?".into()),
@@ -225,6 +225,16 @@ pub fn progress_line(start: u64, target: u64, sig: &Signals, elapsed: Duration) 
         }
     }
     line
+}
+
+/// "transaction 1234", or "a read-only transaction" for InnoDB's id 0 (read-only
+/// transactions get no id, and a consistent snapshot is one).
+pub fn trx_name(trx_id: &str) -> String {
+    if trx_id == "0" || trx_id.is_empty() {
+        "a read-only transaction".into()
+    } else {
+        format!("transaction {trx_id}")
+    }
 }
 
 /// Writes progress to standard error: a line rewritten in place on a terminal, one

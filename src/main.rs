@@ -309,17 +309,28 @@ async fn run_controller(
         interval: config.sampler.interval,
         ..Snapshot::default()
     }));
+    // An address asked for on the command line must bind (exit 1 otherwise); the
+    // configured one is best effort: the endpoints serve the controller, and a taken
+    // port must not keep it from protecting the server.
     let http_task = if config.http.enabled {
-        let listener = innopilot::http::bind(&config.http.listen).await?;
-        let addr = innopilot::http::local_addr(&listener)
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| config.http.listen.clone());
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz on http://{addr}/");
-        Some(innopilot::http::spawn(
-            listener,
-            snapshot_rx,
-            config.http.stale_after,
-        ))
+        match innopilot::http::bind(&config.http.listen).await {
+            Ok(listener) => {
+                let addr = innopilot::http::local_addr(&listener)
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| config.http.listen.clone());
+                tracing::info!(%addr, "serving /metrics, /healthz and /readyz on http://{addr}/");
+                Some(innopilot::http::spawn(
+                    listener,
+                    snapshot_rx,
+                    config.http.stale_after,
+                ))
+            }
+            Err(e) if listen.is_some() => return Err(e.into()),
+            Err(e) => {
+                tracing::error!("{e}; running without the HTTP endpoints");
+                None
+            }
+        }
     } else {
         None
     };

@@ -24,10 +24,9 @@ use crate::config::ReplicaConfig;
 use crate::policy::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::server::Knob;
 
-/// The arbiter identity of this policy. `PolicyId` has no replica variant yet; it
-/// shares the watermark's (foreground protection, priority 1), and its reasons start
-/// with "replica lag" so the audit log tells them apart.
-pub const ID: PolicyId = PolicyId::Watermark;
+/// The arbiter identity of this policy: foreground protection, ranked with the
+/// watermark policy (priority 1).
+pub const ID: PolicyId = PolicyId::Replica;
 
 /// See the module documentation.
 pub struct ReplicaLag {

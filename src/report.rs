@@ -32,6 +32,10 @@ pub fn signal_rows(s: &Signals) -> Vec<SignalRow> {
     let x = &s.sample;
     let pct = |v: Option<f64>| num(v.map(|f| f * 100.0));
     let trx = x.oldest_trx.as_ref();
+    let purge = crate::policy::purge_rate::estimate(
+        s,
+        crate::config::PurgeRateConfig::default().min_view_age,
+    );
     let row = |key, value, unit, help| SignalRow {
         key,
         value,
@@ -50,6 +54,28 @@ pub fn signal_rows(s: &Signals) -> Vec<SignalRow> {
             num(s.history_rate),
             "records/s",
             "history derivative, least-squares over the window",
+        ),
+        row(
+            "history_purgeable",
+            int(purge.as_ref().map(|e| e.purgeable)),
+            "records",
+            "history purge can remove now (estimate, see docs/policies.md)",
+        ),
+        row(
+            "history_blocked",
+            int(purge.as_ref().map(|e| e.blocked)),
+            "records",
+            "history newer than the oldest read view: unpurgeable until it ends",
+        ),
+        row(
+            "history_blocked_by",
+            purge
+                .as_ref()
+                .and_then(|e| e.culprit.as_ref())
+                .map(|c| json!(c.describe()))
+                .unwrap_or(Value::Null),
+            "",
+            "the transaction whose read view blocks purge (KILL its thread ends it)",
         ),
         row(
             "redo_fill",
@@ -279,7 +305,7 @@ pub fn status_json(caps: &Capabilities, s: &Signals) -> Value {
 
 fn show(key: &str, v: &Value) -> String {
     match v {
-        Value::Null if key.starts_with("oldest_trx") => "none".into(),
+        Value::Null if key.starts_with("oldest_trx") || key.ends_with("_by") => "none".into(),
         Value::Null => "unknown".into(),
         Value::String(s) => s.clone(),
         Value::Bool(b) => {

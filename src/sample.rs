@@ -529,7 +529,7 @@ impl SignalWindow {
             if self
                 .history_log
                 .back()
-                .map_or(true, |(last, _)| t >= last.saturating_add(1000))
+                .is_none_or(|(last, _)| t >= last.saturating_add(1000))
             {
                 self.history_log.push_back((t, h));
             }
@@ -704,8 +704,10 @@ mod tests {
             (Variable, "INNODB_PURGE_THREADS", Some("4")),
             (Variable, "INNODB_UNDO_LOG_TRUNCATE", Some("OFF")),
             (Variable, "INNODB_LOG_FILE_SIZE", Some("67108864")),
+            (Variable, "INNODB_UNDO_TABLESPACES", Some("3")),
         ]);
         let s = build_sample(&r, &maria());
+        assert_eq!(s.undo_tablespaces, Some(3));
         assert_eq!(s.history_len, Some(714_000));
         assert!((s.redo.fill().unwrap() - 0.5).abs() < 1e-6);
         assert_eq!(s.redo.capacity, Some(64 << 20));
@@ -731,6 +733,59 @@ mod tests {
         assert_eq!(s.redo.sync_point, Some(830_000));
         assert!((s.redo.fill().unwrap() - 1.0).abs() < 1e-9);
         assert_eq!(s.undo_bytes, Some(32 << 20));
+        // MySQL: counted from the undo tablespaces themselves.
+        assert_eq!(s.undo_tablespaces, Some(2));
+    }
+
+    #[test]
+    fn view_history_and_drain_rate() {
+        let trx = |age_s| TrxInfo {
+            trx_id: "7".into(),
+            thread_id: Some(1),
+            age_s,
+            user: None,
+            host: None,
+            state: None,
+            isolation: None,
+            command: None,
+            holds_read_view: true,
+            active_count: None,
+        };
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        // Draining 1 000/s for 10 s, then a view opens at t = 10 s and history grows.
+        let mut last = None;
+        for t in 0..20u64 {
+            let (h, view) = if t < 10 {
+                (20_000 - t * 1_000, None)
+            } else {
+                (11_000 + (t - 10) * 500, Some(trx(t - 10)))
+            };
+            let mut s = sample_at(t, 100 + t, h, t);
+            s.oldest_trx = view;
+            last = Some(w.push(s));
+        }
+        let sig = last.unwrap();
+        let v = sig.view_history.unwrap();
+        assert_eq!(v.at_start, Some(11_000));
+        assert_eq!((v.min, v.min_t_ms), (11_000, 10_000));
+        assert_eq!(v.covered_s, 9.0);
+        let drain = sig.history_drain_rate.unwrap();
+        assert!(drain > 900.0 && drain <= 1_000.0, "{drain}");
+        // A view older than the memory: no start, covered since memory began.
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        let mut s = sample_at(1, 100, 5_000, 0);
+        s.oldest_trx = Some(trx(300));
+        let sig = w.push(s);
+        let v = sig.view_history.unwrap();
+        assert_eq!((v.at_start, v.min, v.covered_s), (None, 5_000, 0.0));
+        // No view, no view history; a reset forgets everything.
+        let sig = w.push(sample_at(2, 101, 5_000, 0));
+        assert!(sig.view_history.is_none());
+        w.reset();
+        assert!(w
+            .push(sample_at(3, 102, 5_000, 0))
+            .history_drain_rate
+            .is_none());
     }
 
     #[test]

@@ -137,6 +137,7 @@ async fn live_run_serves_metrics_and_health_follows_the_server() {
         "# TYPE innopilot_sample_duration_seconds histogram",
         "innopilot_sample_duration_seconds_bucket{le=\"+Inf\"} ",
         "innopilot_audit_events_total{event=\"decision\"} ",
+        "innopilot_audit_events_total{event=\"start\"} 1",
         "# TYPE innopilot_errors_total counter",
     ] {
         assert!(body.contains(want), "missing {want:?} in\n{body}");
@@ -320,7 +321,7 @@ async fn drain_times_out_while_blocked_then_finishes_with_progress() {
     assert_eq!(out.status.code(), Some(5), "stderr: {err}");
     assert!(err.contains("drain: boost innodb_purge_threads"), "{err}");
     assert!(
-        err.contains("blocked by transaction")
+        err.contains("purge is blocked by")
             && err.contains(&format!("connection {}", view.connection_id())),
         "{err}"
     );
@@ -756,4 +757,22 @@ fn container_and_kubernetes_manifests() {
         .iter()
         .any(|m| m["mountPath"] == "/var/lib/innopilot");
     assert!(state_mount, "the state file survives container restarts");
+}
+
+#[test]
+fn a_taken_listen_address_fails_fast_before_touching_the_server() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(innopilot_bin())
+        .args(["run", "--dry-run", "--listen", &addr])
+        // Nothing listens on port 1: reaching the server would fail differently.
+        .args(["--dsn", "mysql://innopilot@127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot listen on") && err.contains(&addr),
+        "{err}"
+    );
 }

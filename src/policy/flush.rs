@@ -12,8 +12,10 @@
 //!   innodb_io_capacity × `raise_factor` (at least +100), and innodb_io_capacity_max
 //!   = `capacity_max_ratio` × that (never below their baselines). The guard's dwell
 //!   paces the steps; each one is re-proposed from the value in effect.
-//! - **Back when idle.** When f is under `idle_fill_pct` and not rising, io_capacity
-//!   goes down by `lower_factor` per step to its baseline, then is released. Between
+//! - **Back when idle.** When f is under `idle_fill_pct`, a minute after the last
+//!   pressure (f or p at the target, or the last resort on), io_capacity
+//!   goes down by `lower_factor` per step to its baseline, then is released (as
+//!   long as the projection stays under `idle_fill_pct` too). Between
 //!   the two zones it holds (the hysteresis).
 //! - **Device-independent.** The ceiling is learned, never configured: the best flush
 //!   rate seen lately (a peak decaying with a one-hour half-life) and, once the device
@@ -24,8 +26,8 @@
 //! - **Last resort.** When even that cannot hold the fill — f ≥ `last_resort_fill_pct`,
 //!   still rising, io_capacity at its ceiling — a small DML delay
 //!   (`last_resort_delay_us`) instead of a stall, through the purge-lag pair, as
-//!   [`PolicyId::Flush`] (it outranks every other policy). It is released 5 points
-//!   below. Both servers apply it only while history is long enough (MySQL: above
+//!   [`PolicyId::Flush`] (it outranks every other policy). It stays on at least 30 s
+//!   and until the fill is back under `target_fill_pct`. Both servers apply it only while history is long enough (MySQL: above
 //!   purge_threads × batch_size; MariaDB: while purge handles pages).
 //! - **Redo headroom** (opt-in `redo_resize`; the knobs' `manage` must be true too).
 //!   When f stays at or above `redo_grow_fill_pct` for `redo_grow_after` with flushing
@@ -53,6 +55,15 @@ use crate::config::FlushConfig;
 use crate::sample::Signals;
 use crate::server::Knob;
 
+/// The last-resort delay stays on at least this long, so that the delay pair (whose
+/// two knobs have their own dwell times) takes effect together and the fill has
+/// time to come down.
+const LAST_RESORT_MIN_MS: u64 = 30_000;
+
+/// io_capacity is lowered only this long after the last pressure: a fill that falls
+/// because a peak was met (or a last-resort delay bit) is not idleness.
+const LOWER_AFTER_MS: u64 = 60_000;
+
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
 
@@ -77,8 +88,13 @@ struct State {
     /// Since when fill has been below `redo_shrink_fill_pct` (ms).
     low_since: Option<u64>,
     last_resort: bool,
+    /// When the last-resort delay went on (ms).
+    last_resort_since: Option<u64>,
     /// The last-resort delay was on: keep releasing until the knobs are back.
     releasing: bool,
+    /// Last time flushing was under pressure (fill or projection at the target, or
+    /// the last resort on), ms: io_capacity is not lowered for a minute after.
+    pressure_at_ms: Option<u64>,
 }
 
 fn pct(x: f64) -> String {
@@ -114,21 +130,24 @@ impl Flush {
         }
     }
 
-    /// Learns from this tick's flush rate.
-    fn learn(&mut self, s: &Signals, io_max: Option<u64>, fill: f64, trend: f64) {
+    /// Learns from this tick's flush rate. Returns whether the device is the limit
+    /// now: flushing demanded, yet well below what io_capacity_max allows.
+    fn learn(&mut self, s: &Signals, io_max: Option<u64>, fill: f64, trend: f64) -> bool {
         let dt = self
             .state
             .t_prev
             .map_or(1.0, |t| s.t_ms.saturating_sub(t) as f64 / 1000.0);
         self.state.t_prev = Some(s.t_ms);
         let Some(flushed) = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0) else {
-            return;
+            return false;
         };
         let dev = &mut self.state.device;
         let decayed = dev.best.map(|b| b * 0.5f64.powf(dt / BEST_HALF_LIFE_S));
         dev.best = Some(decayed.map_or(flushed, |b| b.max(flushed))).filter(|b| *b > 0.0);
         let demanded = fill >= self.cfg.target_fill_pct / 100.0 && trend >= 0.0;
-        if demanded && flushed > 0.0 && io_max.is_some_and(|m| m as f64 >= 1.5 * flushed) {
+        let limited =
+            demanded && flushed > 0.0 && io_max.is_some_and(|m| m as f64 >= 1.5 * flushed);
+        if limited {
             dev.limit = Some(dev.limit.map_or(flushed, |l| l + 0.2 * (flushed - l)));
         }
         // Redo one flushed page retires: what was written minus what the age grew.
@@ -139,6 +158,7 @@ impl Flush {
                 dev.bytes_per_page = Some(dev.bytes_per_page.map_or(rho, |r| r + 0.1 * (rho - r)));
             }
         }
+        limited
     }
 
     /// The highest io_capacity the device justifies (at least the baseline).
@@ -204,13 +224,34 @@ impl Flush {
             humantime::format_duration(self.cfg.lookahead)
         );
         let (want, why) = if fill >= target || proj >= target {
-            let raised = ((cur as f64 * self.cfg.raise_factor) as u64).max(cur + 100);
+            // What it takes: absorb the redo being written and remove the projected
+            // excess over the lookahead, at the redo one flushed page retires.
+            let need = match (input.signals.lsn_rate, self.state.device.bytes_per_page) {
+                (Some(lsn), Some(rho)) if rho > 0.0 => {
+                    let sync = input.signals.sample.redo.sync_point.unwrap_or(0) as f64;
+                    let excess = (proj - target).max(0.0) * sync;
+                    let horizon = self.cfg.lookahead.as_secs_f64().max(1.0);
+                    ((lsn + excess / horizon) / rho).max(0.0)
+                }
+                _ => 0.0,
+            };
+            let raised = ((cur as f64 * self.cfg.raise_factor) as u64)
+                .max(cur + 100)
+                .max(need.min(u64::MAX as f64 / 2.0) as u64);
             // Never lower under pressure, never raise past the device's ceiling.
             let v = raised.min(ceiling).max(cur).max(base);
+            let need_text = if need > 0.0 {
+                format!(
+                    ", about {need:.0} pages/s absorb the redo written and the projected excess"
+                )
+            } else {
+                String::new()
+            };
             let why = if v > cur {
                 format!(
                     "{situation} reaches the target {} %: flush more ahead of need, \
-                     innodb_io_capacity {cur} → {v} (×{}, at most {ceiling}: {})",
+                     innodb_io_capacity {cur} → {v} (×{} at least{need_text}; at most \
+                     {ceiling}: {})",
                     self.cfg.target_fill_pct,
                     self.cfg.raise_factor,
                     self.device_text()
@@ -224,10 +265,16 @@ impl Flush {
                 )
             };
             (v, why)
-        } else if fill < idle && trend <= 0.0 {
+        } else if fill < idle
+            && proj < idle
+            && self
+                .state
+                .pressure_at_ms
+                .is_none_or(|p| input.signals.t_ms.saturating_sub(p) >= LOWER_AFTER_MS)
+        {
             let lowered = ((cur as f64 * self.cfg.lower_factor) as u64).max(base);
             let why = format!(
-                "{situation} is below {} % and not rising: flushing can relax, \
+                "{situation} stays below {} %: flushing can relax, \
                  innodb_io_capacity {cur} → {lowered} (baseline {base})",
                 self.cfg.idle_fill_pct
             );
@@ -240,7 +287,7 @@ impl Flush {
             );
             (v, why)
         };
-        let at_ceiling = cur >= ceiling * 19 / 20;
+        let at_ceiling = cur >= ceiling / 20 * 19;
         let intent = if want == base {
             Intent::Release
         } else {
@@ -284,15 +331,24 @@ impl Flush {
             return Vec::new();
         }
         let on = self.cfg.last_resort_fill_pct / 100.0;
-        let off = on - 0.05;
+        let off = self.cfg.target_fill_pct / 100.0;
+        let t = input.signals.t_ms;
         let was = self.state.last_resort;
+        let held_ms = self
+            .state
+            .last_resort_since
+            .map_or(0, |s| t.saturating_sub(s));
         let now = self.cfg.last_resort_delay_us > 0
             && if was {
-                fill >= off
+                fill >= off || held_ms < LAST_RESORT_MIN_MS
             } else {
-                fill >= on && trend > 0.0 && at_ceiling
+                // At the sync point itself the fill stops rising: users are stalled.
+                fill >= on && (trend > 0.0 || fill >= 1.0) && at_ceiling
             };
         self.state.last_resort = now;
+        if now && !was {
+            self.state.last_resort_since = Some(t);
+        }
         let mut out = Vec::new();
         if now {
             self.state.releasing = true;
@@ -323,10 +379,10 @@ impl Flush {
                 for k in knobs {
                     if let Some(&b) = input.baseline.get(&k) {
                         let reason = format!(
-                            "redo fill {} is below {:.0} %: the last-resort DML delay ends, {k} \
-                             back to its baseline {b}",
+                            "redo fill {} is back below the target {} %: the last-resort DML \
+                             delay ends, {k} back to its baseline {b}",
                             pct(fill),
-                            off * 100.0
+                            self.cfg.target_fill_pct
                         );
                         out.push(self.propose(k, b, Intent::Release, reason));
                     }
@@ -431,13 +487,18 @@ impl Policy for Flush {
         };
         let trend = s.redo_fill_trend.filter(|t| t.is_finite()).unwrap_or(0.0);
         let proj = fill + trend * self.cfg.lookahead.as_secs_f64();
-        self.learn(
+        let limited = self.learn(
             s,
             input.current.get(&Knob::IoCapacityMax).copied(),
             fill,
             trend,
         );
+        let target = self.cfg.target_fill_pct / 100.0;
+        if fill >= target || proj >= target || self.state.last_resort {
+            self.state.pressure_at_ms = Some(s.t_ms);
+        }
         let (mut out, at_ceiling) = self.io_capacity(input, fill, trend, proj);
+        let at_ceiling = at_ceiling || limited;
         out.extend(self.last_resort(input, fill, trend, at_ceiling));
         out.extend(self.redo_size(input, fill, at_ceiling));
         out
@@ -526,10 +587,17 @@ mod tests {
         let mut f = Flush::new(cfg());
         let caps = testkit::mariadb();
         // 60 % and rising 1 %/s: 90 % in 30 s, over the 75 % target. The device has
-        // shown 2 000 pages/s: io_capacity may go to 4 000.
+        // shown 2 000 pages/s: io_capacity may go to 4 000. One page retires
+        // (4 MB/s − 1 %/s × 80 MiB) / 2 000 ≈ 1 580 B of redo, so absorbing 4 MB/s and
+        // the projected 15 % excess over 30 s takes about 2 796 pages/s.
         let ps = decide(&mut f, &caps, &baseline(), &signals(1, 0.60, 0.01, 2_000.0));
         let c = find(&ps, Knob::IoCapacity).unwrap();
-        assert_eq!((c.value, c.intent), (300, Intent::Act), "{}", c.reason);
+        assert_eq!((c.value, c.intent), (2796, Intent::Act), "{}", c.reason);
+        assert!(
+            c.reason.contains("about 2796 pages/s absorb"),
+            "{}",
+            c.reason
+        );
         assert!(
             c.reason.starts_with(
                 "redo fill 60.0 % (trend 1.0 %/s, projected 90.0 % in 30s) reaches the target 75 %"
@@ -539,7 +607,15 @@ mod tests {
         );
         assert!(c.reason.contains("at most 4000"), "{}", c.reason);
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
-        // 2 × 300 is below the baseline 2 000: the baseline stays.
+        assert_eq!((m.value, m.intent), (5592, Intent::Act));
+        // Without a measured redo-per-page, steps of ×1.5; 2 × 300 is below the
+        // io_capacity_max baseline 2 000, which stays.
+        let mut f = Flush::new(cfg());
+        let mut s = signals(1, 0.60, 0.01, 2_000.0);
+        s.lsn_rate = None;
+        let ps = decide(&mut f, &caps, &baseline(), &s);
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 300);
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release));
         // The same fill, flat: nothing to do yet.
         let ps = decide(&mut f, &caps, &baseline(), &signals(2, 0.60, 0.0, 2_000.0));
@@ -560,7 +636,7 @@ mod tests {
         // Best seen 400 pages/s → ceiling 800; 1000 in effect is held, not raised.
         let c = find(&ps, Knob::IoCapacity).unwrap();
         assert_eq!(c.value, 1000, "{}", c.reason);
-        assert!(c.reason.contains("at its ceiling 800"), "{}", c.reason);
+        assert!(c.reason.contains("at its ceiling 500"), "{}", c.reason);
         // The device flushed only 400 while allowed 2 000, fill high and rising: its
         // limit is known, and the ceiling is 1.25 × that.
         assert_eq!(f.device().limit, Some(400.0));
@@ -583,8 +659,8 @@ mod tests {
         let cur = with(Knob::IoCapacity, 1000);
         let ps = decide(&mut f, &caps, &cur, &signals(3, 0.50, 0.0, 500.0));
         assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 1000);
-        // Low but rising: hold too.
-        let ps = decide(&mut f, &caps, &cur, &signals(4, 0.10, 0.001, 500.0));
+        // Low but rising toward the idle mark within the lookahead: hold too.
+        let ps = decide(&mut f, &caps, &cur, &signals(4, 0.10, 0.01, 500.0));
         assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 1000);
     }
 
@@ -626,19 +702,25 @@ mod tests {
             dml_delay_us(caps.identity.flavor, 200_000, lag, 1000, &cur),
             1000
         );
-        // Still on at 92 % (hysteresis), off below 90 %, released until back.
+        // Still on at 80 % (hysteresis) and for at least 30 s; off below the 75 %
+        // target after that, released until back.
         let mut cur = cur;
         cur.insert(Knob::MaxPurgeLag, lag);
         cur.insert(Knob::MaxPurgeLagDelay, 1000);
-        let ps = decide(&mut f, &caps, &cur, &signals(2, 0.92, -0.01, 500.0));
+        let ps = decide(&mut f, &caps, &cur, &signals(40, 0.80, -0.01, 500.0));
         assert_eq!(
             find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
             Intent::Act
         );
-        let ps = decide(&mut f, &caps, &cur, &signals(3, 0.85, -0.01, 500.0));
+        let ps = decide(&mut f, &caps, &cur, &signals(20, 0.70, -0.01, 500.0));
+        assert_eq!(
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
+            Intent::Act
+        );
+        let ps = decide(&mut f, &caps, &cur, &signals(41, 0.70, -0.01, 500.0));
         let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
         assert_eq!((d.value, d.intent), (0, Intent::Release), "{}", d.reason);
-        let ps = decide(&mut f, &caps, &baseline(), &signals(4, 0.85, -0.01, 500.0));
+        let ps = decide(&mut f, &caps, &baseline(), &signals(42, 0.70, -0.01, 500.0));
         assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none());
         // Not at the ceiling yet: flush more first, no delay.
         let mut f = Flush::new(cfg());
@@ -824,9 +906,38 @@ mod tests {
             if with_policy {
                 lp.tick(&mut [&mut f], s);
             }
+            if std::env::var("TRACE").is_ok() && (t % 10 == 0 || (195..225).contains(&t)) {
+                println!(
+                    "{t:5} fill {:.3} cap {:5} max {:5} delay {:5} lag {} dev {:?}",
+                    fill,
+                    lp.current[&Knob::IoCapacity],
+                    lp.current[&Knob::IoCapacityMax],
+                    lp.current[&Knob::MaxPurgeLagDelay],
+                    lp.current[&Knob::MaxPurgeLag],
+                    f.device().limit
+                );
+            }
             trace.push((fill, lp.current[&Knob::IoCapacity]));
         }
         (plant, lp, trace)
+    }
+
+    #[test]
+    #[ignore]
+    fn print_days() {
+        for device in [5_000.0, 2_500.0] {
+            for with_policy in [false, true] {
+                let (plant, lp, trace) = day(device, with_policy);
+                let peak = trace.iter().map(|t| t.0).fold(0.0, f64::max);
+                println!(
+                    "device {device} policy {with_policy}: stalled {} s, peak fill {peak:.3}, \
+                     io_capacity changes {:?}, delay changes {}",
+                    plant.stalled_s,
+                    lp.changes(Knob::IoCapacity),
+                    lp.changes(Knob::MaxPurgeLagDelay).len()
+                );
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub enum PolicyId {
     Flush,
     /// Protect the foreground from purge's redo (MariaDB 10.6.5 watermark buckets).
     Watermark,
+    /// Protect a replica's applier from purge (replica lag, seed 004): foreground
+    /// protection, ranked with the watermark policy.
+    Replica,
     /// Reduce purge debt at a controlled rate.
     PurgeRate,
     /// Keep undo tablespaces in check.
@@ -36,7 +39,7 @@ impl PolicyId {
     pub const fn priority(self) -> u8 {
         match self {
             PolicyId::Flush => 0,
-            PolicyId::Watermark => 1,
+            PolicyId::Watermark | PolicyId::Replica => 1,
             PolicyId::PurgeRate => 2,
             PolicyId::Undo => 3,
         }
@@ -46,6 +49,7 @@ impl PolicyId {
         match self {
             PolicyId::Flush => "flush",
             PolicyId::Watermark => "watermark",
+            PolicyId::Replica => "replica",
             PolicyId::PurgeRate => "purge_rate",
             PolicyId::Undo => "undo",
         }

@@ -29,39 +29,64 @@
 //! While most of history is blocked ([`PurgeEstimate::is_blocked`]), the measured
 //! history rate is mostly the blocked inflow: delaying DML would only slow users
 //! (and on MariaDB the server applies no delay anyway while purge handles no pages).
-//! The delay knobs go back to their baseline, the reason names the culprit, and the
-//! PID is switched off. After the view ends the policy waits one signal window before
-//! acting, since the history rate still covers the blocked period.
+//! Every knob of this policy goes back to its baseline, the reason names the culprit,
+//! and the controller is switched off. After the view ends the policy waits one signal
+//! window before acting, since the history rate still covers the blocked period.
 //!
 //! When purgeable history P exceeds its budget b (`budget_records`, shrunk in
-//! proportion when the undo tablespaces exceed `budget_undo_bytes`), the policy
-//! controls the *rate*: the target history derivative is r = −(P − b) / drain_horizon,
-//! and a PID acts on the normalized error e = (history_rate − r) / s with
-//! s = max(|history_rate|, |r|, b / drain_horizon):
+//! proportion, at most 4×, when the undo tablespaces exceed `budget_undo_bytes`), the
+//! policy controls the *rate*: the target history derivative is
+//! r = −(P − b) / drain_horizon (positive below budget: history may grow back to it).
+//! The actuators are used in order, each only when the previous one is exhausted:
 //!
-//! - u = kp·e + I − kd·dy/dt, clamped to [0, 1]; derivative on the (normalized)
-//!   measurement, so a change of target never kicks the output;
-//! - anti-windup by conditional integration: the integrator does not move further
-//!   into a saturated side, and is bounded to [−1, u_max];
-//! - bumpless: on activation (also after [`Policy::reset`], e.g. when the operator
-//!   hands a knob back) the integrator is set so that u equals the effort the knobs in
-//!   effect already represent.
+//! 1. **Purge threads**, where they are dynamic (MariaDB ≥ 10.7.1), from the baseline
+//!    up to `max_purge_threads`, and only while redo fill is below
+//!    `threads_max_redo_fill_pct` (purge writes redo; above it the watermark policy
+//!    takes threads away, and this one hands them back; the gate has ±2 points of
+//!    hysteresis and changes at most once a minute, [`GATE_MIN_MS`]). One thread at a time, each
+//!    change given a full signal window to show its effect: up while P > b and
+//!    history drains slower than r; down once P < [`RELEASE_SHARE`] · b and history
+//!    still falls faster than b / horizon, with no delay in effect. A count that
+//!    holds history steady in between is kept, so threads never flap between two
+//!    counts of which neither fits.
+//! 2. **DML delay**, once every allowed thread is in use (or none can be added on this
+//!    server). Not while the redo gate holds threads back: purge is slowed on purpose
+//!    then, and a delay to make up for it would hurt the foreground the watermark
+//!    policy protects. Not for [`NO_AUTHORITY_PAUSE_MS`] after a delay that did not
+//!    slow DML ([`NO_EFFECT_EFFORT`]): arrivals that do not wait for the previous
+//!    statement (an open loop) are not slowed by a delay until the connections
+//!    saturate, and then latency explodes. The delay is computed by a
+//!    PID on the normalized error e = (history_rate − r) / s, with s = max(|history_rate|,
+//!    b / horizon, rows updated + deleted per second). The DML rate bounds the history
+//!    inflow (every undo log in history carries at least one changed row), so with the
+//!    geometric delay map below the loop gain is about the same whatever the workload;
+//!    s does not depend on r, so more excess always means a larger error.
+//!    - u = kp·e + I − kd·d(y/s)/dt, clamped to [0, 1]; derivative on the
+//!      (normalized) measurement, filtered, so a change of target never kicks u;
+//!    - anti-windup: conditional integration (the integrator never moves further into
+//!      a saturated side) and back-calculation at the moving clamp of the slowdown
+//!      limit, so u leaves saturation as soon as the error turns;
+//!    - bumpless: on (re)activation, also after [`Policy::reset`] (the controller
+//!      resets policies when the operator hands a knob back, after a reconnect or a
+//!      server restart), the integrator is set so that u equals the effort the delay in
+//!      effect represents;
+//!    - a deadband: |e| < [`DEADBAND`] (unless history over budget grows), and
+//!      negative errors between 90 % of the budget and the budget, leave u alone;
+//!    - a user-cost bound: u does not grow while the DML rate is below
+//!      (1 − `max_dml_slowdown_pct`) of the rate measured without delay, and backs off
+//!      when it is well below;
+//!    - d = [`MIN_DELAY_US`] · (max_delay_us / MIN_DELAY_US)^u for u > 0: smallest
+//!      first, equal steps of u change the DML rate by similar fractions.
 //!
-//! The effort u drives the actuators in order (split range). Where purge threads are
-//! dynamic (MariaDB ≥ 10.7.1) and `max_purge_threads` exceeds the baseline, the first
-//! [`THREAD_SHARE`] of u adds purge threads one by one (with a one-thread hysteresis,
-//! and only while redo fill is below `threads_max_redo_fill_pct`, so this never fights
-//! the watermark policy); the rest is a DML delay d = max_delay_us · x², x the share
-//! of u above the thread stage: smallest first, fine-grained where a few µs matter.
 //! d is translated into (`innodb_max_purge_lag`, `innodb_max_purge_lag_delay`) with
 //! this flavor's formula ([`lag_for_delay`]): the cap is d itself, the lag the largest
-//! value that makes the formula reach d at the current history, at most the history
-//! level where P would be back at its budget, so the server stops delaying by itself
-//! once it gets there.
+//! value that makes the formula reach d at the current history, at most b + blocked
+//! (the history level where P is back at budget: MySQL counts all history), so the
+//! server stops delaying by itself once history gets there.
 //!
-//! With DML below `quiet_dml_rate` rows/s the delay is released first (u is limited
-//! to the thread stage): purge catches up while users are few. Once P is below 90 % of
-//! its budget and the effort is back at zero, everything is handed back.
+//! With DML below `quiet_dml_rate` rows/s the delay is released first: purge catches
+//! up while users are few (added threads stay). Once P is under [`RELEASE_SHARE`] of
+//! its budget with no thread added and no delay, everything is handed back.
 
 use std::time::Duration;
 
@@ -80,6 +105,19 @@ pub const MIN_DELAY_US: u64 = 10;
 /// history over budget is not growing): the delay is a staircase, and chasing the last
 /// few percent of rate only makes it dither between two steps.
 pub const DEADBAND: f64 = 0.02;
+
+/// The redo gate of the thread stage changes at most this often.
+pub const GATE_MIN_MS: u64 = 60_000;
+
+/// A delay of at least this effort (≈ 420 µs with the defaults) that leaves the DML
+/// rate within [`NO_EFFECT_SHARE`] of the rate without delay for [`NO_EFFECT_MS`] has
+/// no authority: the load is not paced by statement latency (an open loop of
+/// arrivals), so the delay only queues users until they saturate. It is released and
+/// not tried again for [`NO_AUTHORITY_PAUSE_MS`].
+pub const NO_EFFECT_EFFORT: f64 = 0.6;
+pub const NO_EFFECT_SHARE: f64 = 0.97;
+pub const NO_EFFECT_MS: u64 = 20_000;
+pub const NO_AUTHORITY_PAUSE_MS: u64 = 600_000;
 
 /// Below this share of the budget added purge threads are taken back one by one and,
 /// with nothing left in use, everything is handed back.
@@ -344,6 +382,12 @@ struct State {
     threads_changed_ms: Option<u64>,
     /// Whether redo fill lets purge threads be raised (with hysteresis).
     threads_open: bool,
+    /// When the redo gate last changed (ms).
+    gate_changed_ms: Option<u64>,
+    /// Since when a large delay has not slowed DML (ms).
+    no_effect_since_ms: Option<u64>,
+    /// No delay before this time: the last one had no authority.
+    no_authority_until_ms: u64,
     quiet: bool,
     /// No acting before this time: the history rate still covers a blocked period.
     settle_until_ms: u64,
@@ -529,8 +573,12 @@ impl PurgeRate {
         let (kp, ki, kd) = (self.cfg.kp, self.cfg.ki, self.cfg.kd);
         let pid = match self.state.pid {
             None => {
-                // Bumpless: the output starts where the knobs already are.
-                let u0 = Self::delay_in_effect(input).map_or(0.0, |(_, d)| st.effort_for_delay(d));
+                // Bumpless: the output starts where the knobs already are. A delay above
+                // max_delay_us cannot be this policy's (the watermark's high mode): it
+                // is not adopted, the start is from zero.
+                let u0 = Self::delay_in_effect(input)
+                    .filter(|(_, d)| *d <= st.max_delay)
+                    .map_or(0.0, |(_, d)| st.effort_for_delay(d));
                 Pid {
                     i: (u0 - kp * e).clamp(-1.0, 1.0),
                     y_prev: y_n,
@@ -603,14 +651,49 @@ impl PurgeRate {
         }
     }
 
-    fn update_thread_gate(&mut self, fill_pct: Option<f64>) -> bool {
+    /// The redo gate of the thread stage: open below the ceiling − 2 points, closed
+    /// from the ceiling + 2 (the watermark policy's hysteresis), at most one change a
+    /// minute (redo fill hovering around the ceiling must not make threads flap; the
+    /// watermark policy takes threads away on its own when redo really fills).
+    /// Unknown fill closes it at once.
+    fn update_thread_gate(&mut self, t: u64, fill_pct: Option<f64>) -> bool {
         let ceiling = self.cfg.threads_max_redo_fill_pct;
-        self.state.threads_open = match fill_pct {
+        let open = self.state.threads_open;
+        let want = match fill_pct {
             None => false,
-            Some(f) if self.state.threads_open => f < ceiling,
+            Some(f) if open => f < ceiling + 2.0,
             Some(f) => f < ceiling - 2.0,
         };
+        let may = fill_pct.is_none()
+            || self
+                .state
+                .gate_changed_ms
+                .is_none_or(|c| t.saturating_sub(c) >= GATE_MIN_MS);
+        if want != open && may {
+            self.state.threads_open = want;
+            self.state.gate_changed_ms = Some(t);
+        }
         self.state.threads_open
+    }
+
+    /// Whether a delay may run now: false for a while after one had no effect on the
+    /// DML rate (see [`NO_EFFECT_EFFORT`]).
+    fn authority(&mut self, t: u64, dml: Option<f64>) -> bool {
+        let u = self.state.pid.map_or(0.0, |p| p.u);
+        let no_effect = match (dml, self.state.dml_ref) {
+            (Some(d), Some(r)) if u >= NO_EFFECT_EFFORT && r > 0.0 => d >= NO_EFFECT_SHARE * r,
+            _ => false,
+        };
+        if no_effect {
+            let since = *self.state.no_effect_since_ms.get_or_insert(t);
+            if t.saturating_sub(since) >= NO_EFFECT_MS {
+                self.state.no_authority_until_ms = t.saturating_add(NO_AUTHORITY_PAUSE_MS);
+                self.state.no_effect_since_ms = None;
+            }
+        } else {
+            self.state.no_effect_since_ms = None;
+        }
+        t >= self.state.no_authority_until_ms
     }
 
     fn update_quiet(&mut self, dml: Option<f64>) -> bool {
@@ -649,7 +732,7 @@ impl Policy for PurgeRate {
             None => budget.to_string(),
         };
         let fill_pct = s.redo_fill.filter(|f| f.is_finite()).map(|f| f * 100.0);
-        let threads_open = self.update_thread_gate(fill_pct);
+        let threads_open = self.update_thread_gate(s.t_ms, fill_pct);
         let quiet = self.update_quiet(s.dml_rate);
         let window_ms = (s.window_s.max(0.0) * 1000.0) as u64;
 
@@ -752,14 +835,11 @@ impl Policy for PurgeRate {
         let settled = self
             .state
             .threads_changed_ms
-            .map_or(true, |t| s.t_ms.saturating_sub(t) >= settle_ms);
-        let delay_idle = self.state.pid.map_or(true, |p| p.u <= 0.0);
-        if !thread_stage {
-            if self.state.threads_extra > 0 {
-                self.state.threads_changed_ms = Some(s.t_ms);
-            }
+            .is_none_or(|t| s.t_ms.saturating_sub(t) >= settle_ms);
+        let delay_idle = self.state.pid.is_none_or(|p| p.u <= 0.0);
+        if stages.extra_threads == 0 {
             self.state.threads_extra = 0;
-        } else if settled {
+        } else if thread_stage && settled {
             let k = self.state.threads_extra;
             if p > budget && y > r && k < stages.extra_threads {
                 self.state.threads_extra = k + 1;
@@ -775,7 +855,8 @@ impl Policy for PurgeRate {
                 let fill = fill_pct.map_or_else(|| "unknown".to_string(), |f| format!("{f:.1} %"));
                 let why = format!(
                     "{situation}; redo fill {fill} is not below {} %, so purge threads are not \
-                     raised (purge writes redo)",
+                     raised (purge writes redo) and no DML delay is added either: purge is \
+                     held back on purpose to protect the foreground",
                     self.cfg.threads_max_redo_fill_pct
                 );
                 out.extend(self.release(input, &why, &[Knob::PurgeThreads]));
@@ -793,9 +874,15 @@ impl Policy for PurgeRate {
         }
 
         // Stage 2: DML delay, once every purge thread allowed is in use (or none can
-        // be added), and not in quiet time.
-        let delay_stage =
-            !quiet && (!thread_stage || self.state.threads_extra >= stages.extra_threads);
+        // be added on this server), not in quiet time, not while redo fill holds the
+        // thread stage back (the watermark policy slows purge on purpose then: a delay
+        // to make up for it would hurt the foreground it protects), and not for a
+        // while after a delay that had no effect.
+        let authority = self.authority(s.t_ms, s.dml_rate);
+        let delay_stage = !quiet
+            && authority
+            && (stages.extra_threads == 0
+                || (thread_stage && self.state.threads_extra >= stages.extra_threads));
         let slowdown = self.slowdown(s.dml_rate);
         let u = if delay_stage {
             self.pid_step(input, &stages, e, y / scale, slowdown)
@@ -833,6 +920,19 @@ impl Policy for PurgeRate {
                      no DML delay, purge catches up while users are few",
                     s.dml_rate.unwrap_or(0.0),
                     self.cfg.quiet_dml_rate
+                )
+            } else if !authority {
+                format!(
+                    "{situation}: no DML delay for now: the last one did not slow DML (DML \
+                     rate {:.0} rows/s against {:.0} without delay), so the load is not paced \
+                     by statement latency and a delay would only queue users",
+                    s.dml_rate.unwrap_or(0.0),
+                    self.state.dml_ref.unwrap_or(0.0)
+                )
+            } else if stages.extra_threads > 0 && !thread_stage {
+                format!(
+                    "{situation}: no DML delay while redo fill holds purge threads back (purge \
+                     is slowed on purpose to protect the foreground)"
                 )
             } else if !delay_stage {
                 format!("{situation}: no DML delay before all purge threads are in use")
@@ -1314,6 +1414,9 @@ mod tests {
         for i in 0..ticks {
             let mut s = signals_with(h, rate, None);
             s.t_ms = 100_000 + i * 1000;
+            // Unknown DML rate: neither the quiet rule, the slowdown bound nor the
+            // authority check applies; the PID alone.
+            s.dml_rate = None;
             let ps = decide(&mut p, &caps, &base, &s);
             last = find(&ps, Knob::MaxPurgeLagDelay)
                 .filter(|p| p.intent == Intent::Act)
@@ -1387,6 +1490,36 @@ mod tests {
     }
 
     #[test]
+    fn a_delay_that_does_not_slow_dml_is_given_up() {
+        // Open-loop arrivals: the DML rate stays at 10 000 rows/s whatever the delay.
+        let mut p = PurgeRate::new(cfg());
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        let mut given_up = None;
+        for i in 0..400u64 {
+            let mut s = signals_with(3_000_000, 5_000.0, None);
+            s.t_ms = 100_000 + i * 1000;
+            let ps = decide(&mut p, &caps, &base, &s);
+            let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+            if d.reason.contains("did not slow DML") {
+                assert_eq!(d.intent, Intent::Release);
+                given_up = Some(i);
+                break;
+            }
+        }
+        let i = given_up.expect("never gave up");
+        // Not tried again for ten minutes.
+        for j in 1..590u64 {
+            let mut s = signals_with(3_000_000, 5_000.0, None);
+            s.t_ms = 100_000 + (i + j) * 1000;
+            let ps = decide(&mut p, &caps, &base, &s);
+            let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+            assert_eq!(d.intent, Intent::Release, "{}", d.reason);
+        }
+        // A delay that does slow DML is kept: see the closed-loop tests.
+    }
+
+    #[test]
     fn bumpless_start_from_the_knobs_in_effect() {
         // The operator handed back a delay of 2 000 µs (reset): the first decision
         // keeps it instead of jumping.
@@ -1422,6 +1555,7 @@ mod tests {
         for i in 0..120 {
             let mut s = signals_with(900_000, 20_000.0, None);
             s.t_ms = 100_000 + i * 1000;
+            s.dml_rate = None;
             let ps = decide(&mut p, &caps, &base, &s);
             let t = find(&ps, Knob::PurgeThreads).unwrap().value;
             let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
@@ -1431,9 +1565,11 @@ mod tests {
             }
         }
         assert!(seen_threads_before_delay);
-        // Redo fill above the ceiling: threads back to the baseline, the delay stays.
+        // Redo fill above the ceiling: threads back to the baseline, and no delay to
+        // make up for them (the watermark policy slows purge on purpose).
         let mut s = signals_with(900_000, 20_000.0, None);
         s.t_ms = 221_000;
+        s.dml_rate = None;
         s.redo_fill = Some(0.5);
         let ps = decide(&mut p, &caps, &base, &s);
         let t = find(&ps, Knob::PurgeThreads).unwrap();
@@ -1443,9 +1579,26 @@ mod tests {
             "{}",
             t.reason
         );
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!(d.intent, Intent::Release, "{}", d.reason);
+        assert!(
+            d.reason
+                .contains("while redo fill holds purge threads back"),
+            "{}",
+            d.reason
+        );
+        // Back under the ceiling only half a minute after the gate closed: no
+        // flapping; a minute after, the threads come back.
+        s.t_ms = 251_000;
+        s.redo_fill = Some(0.1);
+        let ps = decide(&mut p, &caps, &base, &s);
+        assert_eq!(find(&ps, Knob::PurgeThreads).unwrap().value, 4);
+        s.t_ms = 282_000;
+        let ps = decide(&mut p, &caps, &base, &s);
         assert_eq!(
-            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
-            Intent::Act
+            find(&ps, Knob::PurgeThreads).unwrap().value,
+            8,
+            "threads come back"
         );
     }
 
@@ -1680,6 +1833,7 @@ mod tests {
                 t += 1_000;
                 let mut s = signals_with(3_000_000, 100_000.0, None);
                 s.t_ms = t;
+                s.dml_rate = None;
                 decide(&mut p, &caps, &base, &s);
             }
             prop_assert_eq!(p.effort(), Some(1.0));
@@ -1689,9 +1843,41 @@ mod tests {
                 ticks += 1;
                 let mut s = signals_with(3_000_000, -100_000.0, None);
                 s.t_ms = t;
+                s.dml_rate = None;
                 decide(&mut p, &caps, &base, &s);
                 prop_assert!(ticks <= 3, "still saturated after {} ticks", ticks);
             }
+        }
+
+        /// The split adds up, and more evidence of blocking never makes more purgeable:
+        /// an older view, a faster inflow, a faster drain.
+        #[test]
+        fn estimate_is_consistent_and_monotone(
+            h in 0u64..50_000_000,
+            age in 0u64..100_000,
+            rate in -100_000.0..100_000.0f64,
+            min in 0u64..50_000_000,
+            covered in 0.0..4_000.0f64,
+            seen_start in any::<bool>(),
+            drain in prop::option::of(0.0..200_000.0f64),
+        ) {
+            let view = |age: u64, rate: f64, drain: Option<f64>| {
+                let mut s = signals_with(h, rate, Some(trx(age, true)));
+                s.view_history = Some(ViewHistory {
+                    at_start: seen_start.then_some(min),
+                    min: min.min(h),
+                    min_t_ms: 90_000,
+                    covered_s: covered.min(age as f64),
+                });
+                s.history_drain_rate = drain;
+                estimate(&s, Duration::ZERO).unwrap()
+            };
+            let e = view(age, rate, drain);
+            prop_assert_eq!(e.purgeable + e.blocked, h);
+            prop_assert!(e.purgeable <= h);
+            prop_assert!(view(age + 100, rate, drain).purgeable <= e.purgeable);
+            prop_assert!(view(age, rate + 1_000.0, drain).purgeable <= e.purgeable);
+            prop_assert!(view(age, rate, Some(drain.unwrap_or(0.0) + 1_000.0)).purgeable <= e.purgeable);
         }
 
         /// No DML delay is ever proposed while the estimate says blocked.

@@ -605,6 +605,7 @@ impl fmt::Display for CompareTable {
             "peak undo",
             "end hist",
             "max lag s",
+            "dropped",
             "sets",
         ];
         let mut lines: Vec<Vec<String>> = Vec::new();

@@ -759,10 +759,13 @@ impl Model {
         } else {
             0.0
         };
-        if waited > 0.0 {
+        // A run of steps in which the foreground made (almost) no progress: requests
+        // that arrived at its start have waited all of it. A throttled step (some
+        // progress) ends the run; its slowness shows in the queue term.
+        if waited > 0.95 * dt {
             self.stall_run_s += waited;
         } else {
-            self.stall_run_s = 0.0;
+            self.stall_run_s = waited;
         }
         let rho = if mu > 0.0 {
             (lambda / mu).min(0.99)

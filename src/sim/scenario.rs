@@ -323,14 +323,14 @@ impl Scenario {
                     clients: 128.0,
                     cpu_us_per_trx: 180.0,
                     writes_per_trx: 1.0,
-                    redo_bytes_per_trx: 450.0,
+                    redo_bytes_per_trx: 300.0,
                     pages_per_trx: 1.0,
                     reads_per_trx: 0.0,
                     // The hot part of 35 GB under a uniform update: dirty pages saturate.
                     working_set_pages: 80_000.0,
                     purge_cpu_us_per_record: 12.0,
                     // Secondary-index purge: one lookup and removal per index.
-                    purge_records_per_thread_s: 9_000.0,
+                    purge_records_per_thread_s: 15_000.0,
                     purge_redo_bytes_per_record: 700.0,
                     purge_pages_per_record: 2.0,
                     undo_bytes_per_record: 160.0,
@@ -432,7 +432,7 @@ impl Scenario {
                     purge_pages_per_record: 0.5,
                     undo_bytes_per_record: 200.0,
                 };
-                s.load = vec![(0.0, 0.9)];
+                s.load = vec![(0.0, 0.7)];
                 s.device_events = vec![DeviceEvent {
                     label: "backup".into(),
                     start_s: 200.0,
