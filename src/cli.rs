@@ -121,6 +121,10 @@ pub enum Command {
         /// at once (a sidecar that starts before its database), e.g. "5m".
         #[arg(long, value_parser = parse_timeout, value_name = "DURATION")]
         wait_for_server: Option<Duration>,
+        /// Also record every sample to FILE (as `innopilot record` does), so the run can
+        /// be replayed with `innopilot replay FILE`.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
     },
     /// Wait until purge has caught up (history at most --target), e.g. before a
     /// shutdown, with progress (history, rate, ETA) on standard error. MariaDB waits
@@ -199,9 +203,65 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         state_file: Option<PathBuf>,
     },
+    /// Run policies against the built-in InnoDB model: no database needed. With
+    /// --compare, every policy on every scenario, as a table; else one scenario and one
+    /// policy, with a CSV time series, a summary and SVG plots under --out.
+    #[command(after_help = SIM_HELP)]
+    Simulate {
+        /// Every policy on every scenario; prints the comparison table.
+        #[arg(long, conflicts_with_all = ["scenario", "policy", "out"])]
+        compare: bool,
+        /// Scenario to run (see below).
+        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        scenario: Option<String>,
+        /// Policy (peer) to run it with (see below).
+        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        policy: Option<String>,
+        /// Seed of the scenario's randomness: the same seed gives the same result.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Directory for timeseries.csv, summary.json, decisions.jsonl and the SVG plots.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record live samples to a file (read-only: never changes the server), for
+    /// `innopilot replay`.
+    Record {
+        /// Recording file (JSON Lines).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Sampling interval (overrides sampler.interval).
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        interval: Option<Duration>,
+        /// Stop after this many samples (else at Ctrl-C/SIGTERM).
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Replay a recording through a policy and print what it would have done at each
+    /// step and why: a counterfactual advisor for your own incident.
+    Replay {
+        /// A file written by `innopilot record`.
+        file: PathBuf,
+        /// `innopilot` (the configuration from --config, or the defaults) or
+        /// `mariadb1065_adaptive` (the watermark policy alone, as published).
+        #[arg(long, default_value = "innopilot", value_name = "NAME")]
+        policy: String,
+        /// JSON Lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate the configuration file and print the effective configuration.
     CheckConfig,
 }
+
+const SIM_HELP: &str = "Scenarios: long_read_view, redo_pressure, flush_bound, cold_undo_restart, \
+backup_replica, day, undo_truncation.\n\
+Policies: mysql8_defaults, mariadb1011_defaults, mysql_threshold, mariadb1065_adaptive, \
+one_purge_thread, innopilot.\n\
+The model and its constants: docs/simulator.md.";
 
 fn parse_knob(s: &str) -> Result<crate::server::Knob, String> {
     s.parse()

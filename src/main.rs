@@ -71,6 +71,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(c) = cause.downcast_ref::<ControlError>() {
             return c.exit_code();
         }
+        if let Some(
+            innopilot::sim::SimError::UnknownScenario(_) | innopilot::sim::SimError::UnknownPeer(_),
+        ) = cause.downcast_ref::<innopilot::sim::SimError>()
+        {
+            return 2;
+        }
     }
     1
 }
@@ -292,6 +298,7 @@ async fn run_controller(
     interval: Option<Duration>,
     listen: Option<&str>,
     wait_for: Option<Duration>,
+    record: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     // Installed first: SIGHUP's default action would end the process.
@@ -363,6 +370,38 @@ async fn run_controller(
         target,
     };
     let config_path = cli.global.config.clone();
+    let reload = (hup, config_path, overrides);
+    let outcome = match record {
+        Some(path) => {
+            let recorder = innopilot::replay::Recorder::create(path)
+                .with_context(|| format!("cannot create the recording {}", path.display()))?;
+            let server = innopilot::replay::RecordingServer::new(server, recorder);
+            supervise(server, config, opts, audit, snapshot_tx, reload).await
+        }
+        None => supervise(server, config, opts, audit, snapshot_tx, reload).await,
+    };
+    if let Some(t) = http_task {
+        t.abort();
+    }
+    outcome
+}
+
+/// Starts the controller on `server`, runs it until a signal (applying SIGHUP reloads
+/// between ticks), then restores the baseline.
+async fn supervise<S: innopilot::server::Server>(
+    server: S,
+    config: Config,
+    opts: RunOptions,
+    audit: AuditLog,
+    snapshot_tx: tokio::sync::watch::Sender<Arc<Snapshot>>,
+    reload: (
+        tokio::signal::unix::Signal,
+        Option<std::path::PathBuf>,
+        RunOverrides,
+    ),
+) -> anyhow::Result<()> {
+    let (hup, config_path, overrides) = reload;
+    let dry_run = opts.dry_run;
     let mut ctl = Controller::start(server, config, opts, audit).await?;
     ctl.publish_to(snapshot_tx);
     let (reload_tx, mut reload_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -371,7 +410,7 @@ async fn run_controller(
     let result = ctl.run_with_reload(shutdown_signal(), &mut reload_rx).await;
     reload_task.abort();
     // The endpoints stay up while the baseline is restored (/readyz says "stopping").
-    let outcome = match result {
+    match result {
         Ok(reason) => {
             let restored = ctl.shutdown(&reason).await;
             if !restored {
@@ -383,11 +422,7 @@ async fn run_controller(
             ctl.shutdown(&e.to_string()).await;
             Err(e.into())
         }
-    };
-    if let Some(t) = http_task {
-        t.abort();
     }
-    outcome
 }
 
 async fn drain_cmd(
@@ -558,6 +593,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             listen,
             wait_for_server,
+            record,
         } => {
             let config = load_config(&cli)?;
             run_controller(
@@ -569,6 +605,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 *interval,
                 listen.as_deref(),
                 *wait_for_server,
+                record.as_deref(),
             )
             .await
         }
@@ -622,6 +659,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load_config(&cli)?;
             restore(&cli, &config, state_file.as_deref()).await
         }
+        Command::Record {
+            out,
+            interval,
+            count,
+        } => {
+            let config = load_config(&cli)?;
+            record_cmd(&cli, &config, out, *interval, *count).await
+        }
+        Command::Simulate { .. } | Command::Replay { .. } => {
+            unreachable!("dispatched before the runtime starts")
+        }
         Command::Watch {
             json,
             interval,
@@ -635,9 +683,131 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `simulate` and `replay` run their own deterministic runtimes (virtual time), so
+/// they are dispatched before the main runtime starts.
+fn run_offline(cli: &Cli) -> Option<anyhow::Result<()>> {
+    match &cli.command {
+        Command::Simulate {
+            compare,
+            scenario,
+            policy,
+            seed,
+            out,
+            json,
+        } => Some(simulate(
+            *compare,
+            scenario.as_deref(),
+            policy.as_deref(),
+            *seed,
+            out.as_deref(),
+            *json,
+        )),
+        Command::Replay { file, policy, json } => Some(replay_cmd(cli, file, policy, *json)),
+        _ => None,
+    }
+}
+
+fn simulate(
+    compare: bool,
+    scenario: Option<&str>,
+    policy: Option<&str>,
+    seed: u64,
+    out: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use innopilot::sim;
+    if compare {
+        let started = std::time::Instant::now();
+        let table = sim::compare(seed)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&table.to_json())?);
+        } else {
+            println!("{table}");
+            eprintln!("(seed {seed}; {:.1} s)", started.elapsed().as_secs_f64());
+        }
+        return Ok(());
+    }
+    let (Some(s), Some(p)) = (scenario, policy) else {
+        anyhow::bail!("give --compare, or both --scenario and --policy");
+    };
+    let sc = sim::Scenario::named(s).ok_or_else(|| sim::SimError::UnknownScenario(s.into()))?;
+    let peer = sim::Peer::named(p).ok_or_else(|| sim::SimError::UnknownPeer(p.into()))?;
+    let run = sim::run(&sc, &peer, seed)?;
+    let summary = sim::summary(&run);
+    if let Some(dir) = out {
+        sim::write_outputs(&run, dir)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        if let Some(dir) = out {
+            eprintln!(
+                "wrote timeseries.csv, summary.json, decisions.jsonl and plots to {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn replay_cmd(cli: &Cli, file: &std::path::Path, policy: &str, json: bool) -> anyhow::Result<()> {
+    use innopilot::replay::{replay, Recording};
+    let rec = Recording::load(file)?;
+    let config = if policy == "innopilot" {
+        load_config(cli)?
+    } else {
+        innopilot::sim::Peer::named(policy)
+            .and_then(|p| p.config())
+            .ok_or_else(|| anyhow::anyhow!("policy `{policy}` has no controller to replay; use innopilot or mariadb1065_adaptive"))?
+    };
+    for step in replay(&rec, config)? {
+        if json {
+            println!("{}", serde_json::to_string(&step)?);
+        } else {
+            println!("{step}");
+        }
+    }
+    Ok(())
+}
+
+async fn record_cmd(
+    cli: &Cli,
+    config: &Config,
+    out: &std::path::Path,
+    interval: Option<Duration>,
+    count: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut server = server_from(cli, config)?;
+    let mut recorder = innopilot::replay::Recorder::create(out)
+        .with_context(|| format!("cannot create the recording {}", out.display()))?;
+    let shutdown = async {
+        shutdown_signal().await;
+    };
+    let n = innopilot::replay::record(
+        &mut server,
+        &mut recorder,
+        interval.unwrap_or(config.sampler.interval),
+        count,
+        shutdown,
+    )
+    .await?;
+    eprintln!("recorded {n} samples to {}", out.display());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.global.log_format);
+    if let Some(result) = run_offline(&cli) {
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("innopilot: {e:#}");
+                ExitCode::from(exit_code(&e))
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -324,3 +324,65 @@ async fn without_set_privilege_live_exits_3_and_dry_run_works() {
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(0), "stderr: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
+    let (db, load) = loaded_server().await;
+    let view = db.hold_read_view().await;
+    let run = Run::with_config(CONFIG);
+    let recording = run.dir.path().join("recording.jsonl");
+    let child = run.spawn(&db.dsn(), &["--record", recording.to_str().unwrap()]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    view.release().await;
+    drop(load);
+
+    let applied = |outcome: &serde_json::Value| outcome == "applied" || outcome == "clipped";
+    let live: Vec<(String, u64, u64)> = events(&run.records(), "decision")
+        .iter()
+        .filter(|d| applied(&d["outcome"]))
+        .map(|d| {
+            (
+                d["knob"].as_str().unwrap().to_string(),
+                d["from"].as_u64().unwrap(),
+                d["to"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        live.len() >= 2,
+        "the live run made too few decisions to compare: {live:?}"
+    );
+
+    let out = Command::new(innopilot_bin())
+        .args(["replay", "--json", "--config"])
+        .arg(run.config())
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed: Vec<(String, u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .flat_map(|step| step["decisions"].as_array().cloned().unwrap_or_default())
+        .filter(|d| applied(&d["outcome"]))
+        .map(|d| {
+            (
+                d["knob"].as_str().unwrap().to_string(),
+                d["from"].as_u64().unwrap(),
+                d["to"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        replayed, live,
+        "the replay decided differently from the live run"
+    );
+}

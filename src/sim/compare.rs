@@ -62,7 +62,8 @@ pub struct Summary {
     pub scenario: String,
     pub peer: String,
     pub flavor: SimFlavor,
-    /// Mean throughput over the run, TPS.
+    /// Mean throughput among loaded seconds (scenarios with idle gaps between rounds
+    /// would otherwise show a mean below their worst loaded second), TPS.
     pub mean_tps: f64,
     /// Worst 1 s throughput among loaded seconds.
     pub worst_tps: f64,
@@ -355,7 +356,7 @@ pub fn summary(run: &SimRun) -> Summary {
         scenario: run.scenario.clone(),
         peer: run.peer.clone(),
         flavor: run.flavor,
-        mean_tps: mean(s.iter().map(|x| x.throughput_tps)).0,
+        mean_tps: mean(tps.iter().copied()).0,
         worst_tps: tps
             .iter()
             .copied()
