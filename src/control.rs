@@ -144,17 +144,6 @@ pub enum Reload {
     Rejected { source: String, error: String },
 }
 
-/// The enabled policies: the replica-lag policy first (when both foreground
-/// protections act on purge threads the first proposal wins, and it is the one that
-/// asks for fewer), then `policy::build`'s.
-fn build_policies(cfg: &Config) -> Vec<Box<dyn Policy>> {
-    let mut out: Vec<Box<dyn Policy>> = crate::replica::build(&cfg.policy.replica)
-        .into_iter()
-        .collect();
-    out.extend(crate::policy::build(&cfg.policy));
-    out
-}
-
 impl<S: Server> Controller<S> {
     /// Connects, checks privileges, recovers from a crashed previous run, records the
     /// baseline. Fails fast: a wrong DSN or missing privileges must not retry forever.
@@ -229,7 +218,7 @@ impl<S: Server> Controller<S> {
                 config_path: opts.config_path.clone(),
             },
         );
-        let policies = build_policies(&cfg);
+        let policies = crate::policy::build(&cfg.policy);
         let guard = Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         Ok(Controller {
             window: SignalWindow::new(cfg.sampler.window),
@@ -921,7 +910,7 @@ impl<S: Server> Controller<S> {
         self.guard
             .set_limits(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         if cfg.policy != old.policy {
-            self.policies = build_policies(&cfg);
+            self.policies = crate::policy::build(&cfg.policy);
         }
         if cfg.sampler.window != old.sampler.window {
             self.window = SignalWindow::new(cfg.sampler.window);

@@ -14,7 +14,8 @@
 //!   flavor/version detection and the capability table ([`server::flavor`]), DSNs and
 //!   credentials ([`server::dsn`]), the live sqlx connection ([`server::mysql`]).
 //! - [`sample`]: [`sample::Sample`] parsing and [`sample::Signals`] derived over a window.
-//! - [`policy`]: pure policies (signals → proposals) and the [`policy::arbiter`].
+//! - [`policy`]: pure policies (signals → proposals): watermark buckets, purge rate,
+//!   flush and redo headroom, undo guard, replica lag; and the [`policy::arbiter`].
 //! - [`guard`]: bounds, steps, dwell, rate limit and operator-owned knobs.
 //! - [`actuator`]: SET GLOBAL in a safe order, read back, baseline restore.
 //! - [`state`]: the crash-safe state file and the recovery plan after a crash.
@@ -22,7 +23,6 @@
 //! - [`control`]: the loop tying it together, and its lifecycle (start, reconnect,
 //!   server restarts, shutdown).
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
-//! - [`replica`]: replica lag as a foreground signal (a policy, `[policy.replica]`).
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus text rendering.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz` on a tiny tokio listener.
 //! - [`drain`]: `innopilot drain`, waiting for purge to catch up (before a shutdown).
@@ -45,7 +45,6 @@ pub mod http;
 pub mod metrics;
 pub mod policy;
 pub mod replay;
-pub mod replica;
 pub mod report;
 pub mod sample;
 pub mod server;

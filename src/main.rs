@@ -25,9 +25,16 @@ use innopilot::server::mysql::LiveServer;
 use innopilot::server::{Capabilities, Server, ServerError};
 use innopilot::state::StateStore;
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, offline: bool) {
+    // Simulations and replays run the controller thousands of times: its operational
+    // messages would drown the table. RUST_LOG still wins.
+    let default = if offline {
+        "error"
+    } else {
+        "innopilot=info,warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("innopilot=info,warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -798,7 +805,11 @@ async fn record_cmd(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.global.log_format);
+    let offline = matches!(
+        cli.command,
+        Command::Simulate { .. } | Command::Replay { .. }
+    );
+    init_logging(cli.global.log_format, offline);
     if let Some(result) = run_offline(&cli) {
         return match result {
             Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@
 pub mod arbiter;
 pub mod flush;
 pub mod purge_rate;
+pub mod replica;
 pub mod undo;
 pub mod watermark;
 
@@ -92,7 +93,9 @@ pub struct PolicyInput<'a> {
 /// The enabled policies, in arbiter priority order. The controller calls this at start
 /// and on a config reload; adding a policy means adding it here.
 pub fn build(cfg: &crate::config::PolicyConfig) -> Vec<Box<dyn Policy>> {
-    let mut out: Vec<Box<dyn Policy>> = Vec::new();
+    // The replica-lag policy first: when both foreground protections act on purge
+    // threads the first proposal wins, and it is the one that asks for fewer.
+    let mut out: Vec<Box<dyn Policy>> = replica::build(&cfg.replica).into_iter().collect();
     if cfg.flush.enabled {
         out.push(Box::new(flush::Flush::new(cfg.flush.clone())));
     }
