@@ -759,31 +759,10 @@ pub fn to_text(f: &Facts, findings: &[Finding], target: &str) -> String {
 mod tests {
     use super::*;
     use crate::sample::{RedoSample, Sample, TrxInfo};
-    use crate::server::flavor::{
-        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
-    };
+    use crate::server::flavor::ReplicaSource;
 
     fn caps() -> Capabilities {
-        let id = ServerIdentity::parse("10.11.19-MariaDB", "").unwrap();
-        let rows: Vec<VariableMeta> = Knob::ALL
-            .iter()
-            .map(|k| k.var_name())
-            .filter(|n| *n != "innodb_redo_log_capacity")
-            .map(|n| VariableMeta {
-                name: n.into(),
-                value: Some("1".into()),
-                read_only: Some(false),
-                min: None,
-                max: None,
-            })
-            .collect();
-        Capabilities {
-            knobs: build_knob_caps(&id, &rows),
-            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
-            identity: id,
-            can_set_global: true,
-            account: "x".into(),
-        }
+        crate::server::flavor::fixture_caps_writable("10.11.19-MariaDB", ReplicaSource::NotReplica)
     }
 
     fn facts(sample: Sample, history_rate: f64, lsn_rate: f64) -> Facts {

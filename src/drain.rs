@@ -536,32 +536,10 @@ mod tests {
     use super::*;
     use crate::config::default_limits;
     use crate::sample::{Sample, TrxInfo};
-    use crate::server::flavor::{
-        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
-    };
+    use crate::server::flavor::ReplicaSource;
 
     fn caps(version: &str) -> Capabilities {
-        let id = ServerIdentity::parse(version, "").unwrap();
-        let maria = version.contains("MariaDB");
-        let rows: Vec<VariableMeta> = Knob::ALL
-            .iter()
-            .map(|k| k.var_name())
-            .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
-            .map(|n| VariableMeta {
-                name: n.into(),
-                value: Some("1".into()),
-                read_only: if maria { Some(false) } else { None },
-                min: None,
-                max: None,
-            })
-            .collect();
-        Capabilities {
-            knobs: build_knob_caps(&id, &rows),
-            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
-            identity: id,
-            can_set_global: true,
-            account: "x".into(),
-        }
+        crate::server::flavor::fixture_caps_writable(version, ReplicaSource::NotReplica)
     }
 
     fn limits() -> BTreeMap<Knob, KnobLimits> {

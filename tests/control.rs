@@ -8,7 +8,9 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::run::{events, globals, knob, signal, wait_exit, wait_for_applied, Run};
+use common::run::{
+    events, globals, knob, signal, wait_exit, wait_for_applied, wait_knob_moved, Run,
+};
 use common::{eventually, innopilot_bin, MariaDb};
 
 /// Narrow watermarks and short dwell times, so redo fill under a small update load
@@ -134,14 +136,11 @@ async fn sigkill_then_next_start_restores_the_baseline() {
     let run = Run::with_config(CONFIG);
     let child = run.spawn(&db.dsn(), &[]);
     // Wait until innopilot has moved the knob away from the baseline, then kill it.
-    eventually(
-        "purge threads moved off the baseline",
+    wait_knob_moved(
+        &db,
+        "innodb_purge_threads",
+        baseline,
         Duration::from_secs(40),
-        Duration::from_millis(200),
-        || async {
-            let v = knob(&db, "innodb_purge_threads").await;
-            (v != baseline).then_some(v)
-        },
     )
     .await;
     signal(&child, "KILL");
@@ -188,14 +187,11 @@ async fn sigkill_then_next_start_restores_the_baseline() {
     // The same after another kill, with `innopilot restore` instead of a new run.
     let load = db.spawn_update_load(4);
     let child = run.spawn(&db.dsn(), &[]);
-    eventually(
-        "purge threads moved off the baseline again",
+    wait_knob_moved(
+        &db,
+        "innodb_purge_threads",
+        baseline,
         Duration::from_secs(40),
-        Duration::from_millis(200),
-        || async {
-            let v = knob(&db, "innodb_purge_threads").await;
-            (v != baseline).then_some(v)
-        },
     )
     .await;
     signal(&child, "KILL");

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::proxy::Proxy;
 use common::run::{
-    events, knob, knob_values, signal, signal_pid, wait_exit, wait_for_applied, Run,
+    events, knob, knob_values, signal, signal_pid, wait_exit, wait_for_applied, wait_knob_moved,
+    Run,
 };
 use common::{eventually, MariaDb};
 
@@ -196,14 +197,11 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
         "reconnect_budget = \"2s\"\non_server_lost = \"wait\"",
     ));
     let child = run.spawn(&db.dsn(), &[]);
-    eventually(
-        "purge threads moved off the baseline",
+    wait_knob_moved(
+        &db,
+        "innodb_purge_threads",
+        baseline,
         Duration::from_secs(30),
-        Duration::from_millis(100),
-        || async {
-            let v = knob(&db, "innodb_purge_threads").await;
-            (v != baseline).then_some(v)
-        },
     )
     .await;
     drop(load);
@@ -469,18 +467,7 @@ async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
     let blocker = run.dir.path().join("not-a-dir");
     std::fs::write(&blocker, "x").unwrap();
     let bad_state = blocker.join("state.json");
-    let child = std::process::Command::new(common::innopilot_bin())
-        .args(["run", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .arg("--audit")
-        .arg(run.audit())
-        .arg("--state-file")
-        .arg(&bad_state)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = run.spawn_at(&db.dsn(), &[], &run.audit(), &bad_state);
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("state") && err.contains("not-a-dir"), "{err}");
@@ -488,35 +475,13 @@ async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
 
     // Live with an unwritable audit log: refused too, the server untouched.
     let bad_audit = blocker.join("audit.jsonl");
-    let child = std::process::Command::new(common::innopilot_bin())
-        .args(["run", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .arg("--audit")
-        .arg(&bad_audit)
-        .arg("--state-file")
-        .arg(run.state())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = run.spawn_at(&db.dsn(), &[], &bad_audit, &run.state());
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("audit"), "{err}");
 
     // Dry-run with an unwritable audit log keeps going and says what it cannot write.
-    let child = std::process::Command::new(common::innopilot_bin())
-        .args(["run", "--dry-run", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .arg("--audit")
-        .arg(&bad_audit)
-        .arg("--state-file")
-        .arg(&bad_state)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = run.spawn_at(&db.dsn(), &["--dry-run"], &bad_audit, &bad_state);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(child_alive(&child), "dry-run must keep going");
     signal(&child, "TERM");
@@ -535,18 +500,7 @@ async fn state_file_lost_mid_run_stops_acting_and_restores() {
     let state_dir = run.dir.path().join("state");
     std::fs::create_dir(&state_dir).unwrap();
     let state = state_dir.join("state.json");
-    let child = std::process::Command::new(common::innopilot_bin())
-        .args(["run", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .arg("--audit")
-        .arg(run.audit())
-        .arg("--state-file")
-        .arg(&state)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = run.spawn_at(&db.dsn(), &[], &run.audit(), &state);
     wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
     // The state directory disappears (a full or remounted disk behaves alike): the
     // next SET cannot be made safe, so innopilot must stop acting and restore.

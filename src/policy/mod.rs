@@ -134,35 +134,13 @@ pub(crate) mod testkit {
     use crate::config::Config;
     use crate::guard::{Guard, Verdict};
     use crate::sample::{Sample, SignalWindow, Signals};
-    use crate::server::flavor::{
-        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
-    };
+    use crate::server::flavor::ReplicaSource;
     use crate::server::{Capabilities, Knob, KnobValues};
 
     /// Capabilities as probed: `read_only` is what MariaDB's SYSTEM_VARIABLES says;
     /// MySQL says nothing (None) and innopilot's version table decides.
     pub fn caps(version: &str, read_only: impl Fn(&str) -> Option<bool>) -> Capabilities {
-        let id = ServerIdentity::parse(version, "").unwrap();
-        let maria = version.contains("MariaDB");
-        let rows: Vec<VariableMeta> = Knob::ALL
-            .iter()
-            .map(|k| k.var_name())
-            .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
-            .map(|n| VariableMeta {
-                name: n.into(),
-                value: Some("1".into()),
-                read_only: read_only(n),
-                min: None,
-                max: None,
-            })
-            .collect();
-        Capabilities {
-            knobs: build_knob_caps(&id, &rows),
-            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica),
-            identity: id,
-            can_set_global: true,
-            account: "innopilot@localhost".into(),
-        }
+        crate::server::flavor::fixture_caps(version, read_only, ReplicaSource::NotReplica)
     }
 
     pub fn mariadb() -> Capabilities {

@@ -153,33 +153,11 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::sample::{Sample, Signals};
-    use crate::server::flavor::{
-        build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
-    };
+    use crate::server::flavor::ReplicaSource;
     use crate::server::{Capabilities, KnobValues};
 
     fn caps(version: &str) -> Capabilities {
-        let id = ServerIdentity::parse(version, "").unwrap();
-        let maria = version.contains("MariaDB");
-        let rows: Vec<VariableMeta> = Knob::ALL
-            .iter()
-            .map(|k| k.var_name())
-            .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
-            .map(|n| VariableMeta {
-                name: n.into(),
-                value: Some("1".into()),
-                read_only: if maria { Some(false) } else { None },
-                min: None,
-                max: None,
-            })
-            .collect();
-        Capabilities {
-            knobs: build_knob_caps(&id, &rows),
-            signals: signal_sources(&id, UndoSource::Unknown, ReplicaSource::ShowReplicaStatus),
-            identity: id,
-            can_set_global: true,
-            account: "innopilot@localhost".into(),
-        }
+        crate::server::flavor::fixture_caps_writable(version, ReplicaSource::ShowReplicaStatus)
     }
 
     fn cfg() -> ReplicaConfig {

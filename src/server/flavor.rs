@@ -356,6 +356,45 @@ pub fn replica_statement(id: &ServerIdentity) -> &'static str {
     }
 }
 
+/// Capabilities as a probe would build them, for tests: every knob present (but
+/// innodb_redo_log_capacity on MariaDB), `read_only` per variable as MariaDB's
+/// SYSTEM_VARIABLES would say it (`None`: MySQL, where innopilot's table decides).
+#[cfg(test)]
+pub(crate) fn fixture_caps(
+    version: &str,
+    read_only: impl Fn(&str) -> Option<bool>,
+    replica: ReplicaSource,
+) -> Capabilities {
+    let id = ServerIdentity::parse(version, "").unwrap();
+    let maria = id.flavor == Flavor::MariaDb;
+    let rows: Vec<VariableMeta> = Knob::ALL
+        .iter()
+        .map(|k| k.var_name())
+        .filter(|n| !(maria && *n == "innodb_redo_log_capacity"))
+        .map(|n| VariableMeta {
+            name: n.into(),
+            value: Some("1".into()),
+            read_only: read_only(n),
+            min: None,
+            max: None,
+        })
+        .collect();
+    Capabilities {
+        knobs: build_knob_caps(&id, &rows),
+        signals: signal_sources(&id, UndoSource::Unknown, replica),
+        identity: id,
+        can_set_global: true,
+        account: "innopilot@localhost".into(),
+    }
+}
+
+/// [`fixture_caps`] with MariaDB reporting every knob writable.
+#[cfg(test)]
+pub(crate) fn fixture_caps_writable(version: &str, replica: ReplicaSource) -> Capabilities {
+    let maria = version.to_ascii_lowercase().contains("mariadb");
+    fixture_caps(version, |_| maria.then_some(false), replica)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

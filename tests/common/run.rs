@@ -50,6 +50,11 @@ impl Run {
 
     /// `innopilot run <extra> --config .. --dsn .. --audit .. --state-file ..`.
     pub fn spawn(&self, dsn: &str, extra: &[&str]) -> Child {
+        self.spawn_at(dsn, extra, &self.audit(), &self.state())
+    }
+
+    /// As [`Run::spawn`], with an audit log and a state file of the test's choosing.
+    pub fn spawn_at(&self, dsn: &str, extra: &[&str], audit: &Path, state: &Path) -> Child {
         Command::new(innopilot_bin())
             .arg("run")
             .args(extra)
@@ -58,9 +63,9 @@ impl Run {
             .arg("--dsn")
             .arg(dsn)
             .arg("--audit")
-            .arg(self.audit())
+            .arg(audit)
             .arg("--state-file")
-            .arg(self.state())
+            .arg(state)
             .env("RUST_LOG", "innopilot=info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -165,6 +170,20 @@ pub async fn wait_for_applied(run: &Run, knob_name: &str, limit: Duration) -> se
             run.records().into_iter().find(|r| {
                 r["event"] == "decision" && r["knob"] == knob_name && r["applied"] == true
             })
+        },
+    )
+    .await
+}
+
+/// Waits until the server's `name` differs from `from` (innopilot moved it); returns it.
+pub async fn wait_knob_moved(db: &MariaDb, name: &str, from: u64, limit: Duration) -> u64 {
+    super::eventually(
+        &format!("{name} moved off {from}"),
+        limit,
+        Duration::from_millis(100),
+        || async {
+            let v = knob(db, name).await;
+            (v != from).then_some(v)
         },
     )
     .await
