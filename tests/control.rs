@@ -382,3 +382,87 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
         "the replay decided differently from the live run"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_hands_an_operator_owned_knob_back() {
+    let (db, load) = loaded_server().await;
+    let view = db.hold_read_view().await;
+    let run = Run::with_config(CONFIG);
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    // Above innopilot's max of 4, so it can never be mistaken for innopilot's own value.
+    db.exec("SET GLOBAL innodb_purge_threads = 6").await;
+    eventually(
+        "operator_override",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            events(&run.records(), "operator_override")
+                .first()
+                .map(|_| ())
+        },
+    )
+    .await;
+    let out = Command::new(innopilot_bin())
+        .args(["release", "innodb_purge_threads", "--config"])
+        .arg(run.config())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let released_at = eventually(
+        "a released record",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let recs = run.records();
+            recs.iter()
+                .position(|r| r["event"] == "released" && r["knob"] == "innodb_purge_threads")
+        },
+    )
+    .await;
+    // Handed back: innopilot manages it again (redo fill keeps moving under the load)…
+    eventually(
+        "a decision on the released knob",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let recs = run.records();
+            recs[released_at..]
+                .iter()
+                .any(|r| {
+                    r["event"] == "decision"
+                        && r["knob"] == "innodb_purge_threads"
+                        && r["applied"] == true
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // …and `status` no longer lists it as operator-owned.
+    let out = Command::new(innopilot_bin())
+        .args(["status", "--json", "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        status["controller"]["operator_owned"]
+            .get("innodb_purge_threads")
+            .is_none(),
+        "{}",
+        status["controller"]
+    );
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "stderr: {err}");
+    view.release().await;
+    drop(load);
+    // The operator's 6 became the knob's baseline: that is what the exit restored.
+    assert_eq!(knob(&db, "innodb_purge_threads").await, 6);
+}
