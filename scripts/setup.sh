@@ -14,9 +14,15 @@ missing=()
 for bin in mariadbd mariadb-install-db sysbench; do
     have "$bin" || missing+=("$bin")
 done
+# tests/operate.rs verifies the systemd unit with systemd-analyze.
+packages=(mariadb-server sysbench)
+if ! have systemd-analyze; then
+    missing+=(systemd-analyze)
+    packages+=(systemd)
+fi
 
 if ((${#missing[@]})); then
-    echo "setup.sh: missing ${missing[*]}; installing mariadb-server and sysbench" >&2
+    echo "setup.sh: missing ${missing[*]}; installing ${packages[*]}" >&2
     if [[ $(id -u) -eq 0 ]]; then
         sudo=()
     elif have sudo; then
@@ -35,9 +41,8 @@ if ((${#missing[@]})); then
         trap '"${sudo[@]}" rm -f "$policy"' EXIT
     fi
     "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-        mariadb-server sysbench
-    for bin in mariadbd mariadb-install-db sysbench; do
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}"
+    for bin in mariadbd mariadb-install-db sysbench systemd-analyze; do
         have "$bin" || { echo "setup.sh: $bin still missing after install" >&2; exit 1; }
     done
 fi
