@@ -967,6 +967,9 @@ pub struct FlushConfig {
     pub idle_fill_pct: f64,
     /// How far ahead the fill trend is projected.
     pub lookahead: Duration,
+    /// A projection alone (fill itself under the target) must reach the target for
+    /// this long before io_capacity is raised: a warm-up ramp is not a peak.
+    pub projection_persist: Duration,
     /// io_capacity is multiplied by this when more flushing is needed …
     pub raise_factor: f64,
     /// … and by this when idle (never below the baseline).
@@ -998,6 +1001,7 @@ impl Default for FlushConfig {
             target_fill_pct: 75.0,
             idle_fill_pct: 30.0,
             lookahead: Duration::from_secs(30),
+            projection_persist: Duration::from_secs(10),
             raise_factor: 1.5,
             lower_factor: 0.8,
             device_headroom: 2.0,
@@ -1073,6 +1077,8 @@ struct RawFlush {
     idle_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
     lookahead: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    projection_persist: Option<Duration>,
     raise_factor: Option<f64>,
     lower_factor: Option<f64>,
     device_headroom: Option<f64>,
@@ -1246,6 +1252,14 @@ impl Ctx<'_> {
                 "lookahead",
                 r.lookahead,
                 d.lookahead,
+                Duration::ZERO,
+                secs(600),
+            )?,
+            projection_persist: self.duration(
+                s,
+                "projection_persist",
+                r.projection_persist,
+                d.projection_persist,
                 Duration::ZERO,
                 secs(600),
             )?,

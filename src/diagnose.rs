@@ -150,6 +150,9 @@ pub struct Facts {
     pub engine_status: Option<EngineStatus>,
     /// `policy.replica.max_lag`, the lag above which a replica counts as lagging.
     pub max_lag: Duration,
+    /// `policy.purge_rate.min_view_age`: a read view younger than this does not count
+    /// as blocking purge (the same split `run` and `status` make).
+    pub min_view_age: Duration,
 }
 
 impl Facts {
@@ -339,11 +342,11 @@ fn purge(f: &Facts) -> Vec<Finding> {
         .unwrap_or_else(|| "unknown rate".into());
     let trx = s.sample.oldest_trx.as_ref();
     // The purge-rate policy's split of history into purgeable and blocked (an
-    // estimate that errs toward "blocked"), with a 10 s minimum view age.
-    let est = crate::policy::purge_rate::estimate(s, Duration::from_secs(10));
+    // estimate that errs toward "blocked"), with the configured minimum view age.
+    let est = crate::policy::purge_rate::estimate(s, f.min_view_age);
     let blocking = trx.filter(|t| {
         t.holds_read_view
-            && t.age_s >= 10
+            && t.age_s >= f.min_view_age.as_secs()
             && (est.as_ref().is_some_and(|e| e.is_blocked()) || rate.is_none_or(|r| r >= 0.0))
     });
     let split = est
@@ -672,6 +675,7 @@ pub async fn gather(
     window: Duration,
     engine: bool,
     max_lag: Duration,
+    min_view_age: Duration,
 ) -> Result<Facts, ServerError> {
     let caps = server.probe().await?;
     let mut w = SignalWindow::new(window.max(interval * (samples + 1)));
@@ -702,6 +706,7 @@ pub async fn gather(
         culprit_session,
         engine_status,
         max_lag,
+        min_view_age,
     })
 }
 
@@ -723,7 +728,7 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
         "unix_ms": f.signals.sample.unix_ms,
         "worst": worst,
         "findings": findings,
-        "signals": crate::report::watch_json(&f.signals)["signals"],
+        "signals": crate::report::watch_json(&f.signals, f.min_view_age)["signals"],
     })
 }
 
@@ -801,6 +806,7 @@ mod tests {
             }),
             engine_status: None,
             max_lag: Duration::from_secs(60),
+            min_view_age: Duration::from_secs(10),
         }
     }
 

@@ -120,11 +120,14 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
         .ok()
         .flatten();
     if json {
-        let mut v = report::status_json(&caps, &signals);
+        let mut v = report::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = report::controller_json(state.as_ref());
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", report::status_text(&caps, &signals));
+        print!(
+            "{}",
+            report::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
+        );
         print!("{}", report::controller_text(state.as_ref()));
     }
     Ok(())
@@ -171,7 +174,10 @@ async fn watch(
             Ok(sample) => {
                 let signals = window.push(sample);
                 if json {
-                    println!("{}", report::watch_json(&signals));
+                    println!(
+                        "{}",
+                        report::watch_json(&signals, config.policy.purge_rate.min_view_age)
+                    );
                 } else {
                     println!("{}", report::watch_line(&signals));
                 }
@@ -493,6 +499,7 @@ async fn diagnose_cmd(
         config.sampler.window,
         engine_status,
         config.policy.replica.max_lag,
+        config.policy.purge_rate.min_view_age,
     )
     .await?;
     let findings = diagnose::analyze(&facts);

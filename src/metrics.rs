@@ -470,6 +470,11 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
             "Pages written by flushing per second.",
             sig.pages_flushed_rate,
         );
+        o.gauge(
+            "innopilot_buffer_pool_wait_free_per_second",
+            "User threads that had to wait for a free buffer-pool page, per second.",
+            sig.free_page_wait_rate,
+        );
         let rows: Vec<(&str, f64)> = [
             ("inserted", sig.rows_inserted_rate),
             ("updated", sig.rows_updated_rate),

@@ -1,6 +1,8 @@
 //! Rendering of `status` and `watch`: one flattened list of signals, each with its
 //! unit, shown as a human table, a compact line, or JSON.
 
+use std::time::Duration;
+
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -27,15 +29,14 @@ fn int(v: Option<u64>) -> Value {
     v.map(Value::from).unwrap_or(Value::Null)
 }
 
-/// Every signal, in a fixed order, with units.
-pub fn signal_rows(s: &Signals) -> Vec<SignalRow> {
+/// Every signal, in a fixed order, with units. `min_view_age` is the configured
+/// `policy.purge_rate.min_view_age`, so that `status` splits history into blocked and
+/// purgeable exactly as `run` does under the same configuration.
+pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
     let x = &s.sample;
     let pct = |v: Option<f64>| num(v.map(|f| f * 100.0));
     let trx = x.oldest_trx.as_ref();
-    let purge = crate::policy::purge_rate::estimate(
-        s,
-        crate::config::PurgeRateConfig::default().min_view_age,
-    );
+    let purge = crate::policy::purge_rate::estimate(s, min_view_age);
     let row = |key, value, unit, help| SignalRow {
         key,
         value,
@@ -142,6 +143,12 @@ pub fn signal_rows(s: &Signals) -> Vec<SignalRow> {
             num(s.pages_flushed_rate),
             "pages/s",
             "pages written by flushing",
+        ),
+        row(
+            "free_page_wait_rate",
+            num(s.free_page_wait_rate),
+            "waits/s",
+            "user threads that waited for a free page (LRU flushing behind)",
         ),
         row(
             "rows_inserted_rate",
@@ -282,8 +289,8 @@ pub fn controller_json(state: Option<&crate::state::StateFile>) -> Value {
 }
 
 /// `status --json`.
-pub fn status_json(caps: &Capabilities, s: &Signals) -> Value {
-    let signals: Map<String, Value> = signal_rows(s)
+pub fn status_json(caps: &Capabilities, s: &Signals, min_view_age: Duration) -> Value {
+    let signals: Map<String, Value> = signal_rows(s, min_view_age)
         .into_iter()
         .map(|r| (r.key.to_string(), json!({"value": r.value, "unit": r.unit})))
         .collect();
@@ -354,7 +361,7 @@ pub fn controller_text(state: Option<&crate::state::StateFile>) -> String {
 }
 
 /// `status` as a human table.
-pub fn status_text(caps: &Capabilities, s: &Signals) -> String {
+pub fn status_text(caps: &Capabilities, s: &Signals, min_view_age: Duration) -> String {
     let mut out = String::new();
     let id = &caps.identity;
     out.push_str(&format!(
@@ -373,7 +380,7 @@ pub fn status_text(caps: &Capabilities, s: &Signals) -> String {
         "{:<22} {:>16}  {:<12} {}\n",
         "SIGNAL", "VALUE", "UNIT", "MEANING"
     ));
-    for r in signal_rows(s) {
+    for r in signal_rows(s, min_view_age) {
         out.push_str(&format!(
             "{:<22} {:>16}  {:<12} {}\n",
             r.key,
@@ -474,8 +481,8 @@ pub fn watch_line(s: &Signals) -> String {
 }
 
 /// One `watch --json` line.
-pub fn watch_json(s: &Signals) -> Value {
-    let signals: Map<String, Value> = signal_rows(s)
+pub fn watch_json(s: &Signals, min_view_age: Duration) -> Value {
+    let signals: Map<String, Value> = signal_rows(s, min_view_age)
         .into_iter()
         .map(|r| (r.key.to_string(), r.value))
         .collect();
@@ -495,8 +502,11 @@ pub fn watch_json(s: &Signals) -> Value {
 
 /// Units of the `watch --json` signal keys (printed by `--help`-level docs).
 pub fn signal_units() -> Vec<(&'static str, &'static str)> {
-    signal_rows(&Signals::default())
-        .into_iter()
-        .map(|r| (r.key, r.unit))
-        .collect()
+    signal_rows(
+        &Signals::default(),
+        crate::config::PurgeRateConfig::default().min_view_age,
+    )
+    .into_iter()
+    .map(|r| (r.key, r.unit))
+    .collect()
 }

@@ -75,6 +75,11 @@ pub struct Sample {
     pub total_pages: Option<u64>,
     /// Counter: pages written by flushing.
     pub pages_flushed: Option<u64>,
+    /// Counter: times a user thread had to wait for a free buffer-pool page
+    /// (`Innodb_buffer_pool_wait_free`): LRU flushing fell behind reads. Recordings
+    /// made before this field existed read as unknown.
+    #[serde(default)]
+    pub free_page_waits: Option<u64>,
     pub rows_inserted: Option<u64>,
     pub rows_updated: Option<u64>,
     pub rows_deleted: Option<u64>,
@@ -190,6 +195,7 @@ pub const STATUS_NAMES: &[&str] = &[
     "Innodb_buffer_pool_pages_dirty",
     "Innodb_buffer_pool_pages_total",
     "Innodb_buffer_pool_pages_flushed",
+    "Innodb_buffer_pool_wait_free",
     "Innodb_rows_inserted",
     "Innodb_rows_updated",
     "Innodb_rows_deleted",
@@ -289,6 +295,7 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
     s.dirty_pages = rows.status("Innodb_buffer_pool_pages_dirty", &mut u);
     s.total_pages = rows.status("Innodb_buffer_pool_pages_total", &mut u);
     s.pages_flushed = rows.status("Innodb_buffer_pool_pages_flushed", &mut u);
+    s.free_page_waits = rows.status("Innodb_buffer_pool_wait_free", &mut u);
     // MariaDB 10.11 has no Innodb_rows_*: its Handler_* counters (which exclude
     // temporary tables, counted in Handler_tmp_*) are the nearest equivalent.
     s.rows_inserted = rows
@@ -356,6 +363,11 @@ pub struct Signals {
     pub lsn_rate: Option<f64>,
     /// Pages flushed per second (latest interval).
     pub pages_flushed_rate: Option<f64>,
+    /// Waits for a free buffer-pool page per second (latest interval): above zero,
+    /// users wait for LRU flushing, which competes with background (flush-list)
+    /// flushing for the same device.
+    #[serde(default)]
+    pub free_page_wait_rate: Option<f64>,
     pub history_len: Option<u64>,
     /// History derivative, records per second: least-squares slope over the window.
     pub history_rate: Option<f64>,
@@ -637,6 +649,7 @@ impl SignalWindow {
             let dt = (cur.t_ms.saturating_sub(prev.t_ms)) as f64 / 1000.0;
             sig.lsn_rate = rate(prev.redo.lsn, cur.redo.lsn, dt);
             sig.pages_flushed_rate = rate(prev.pages_flushed, cur.pages_flushed, dt);
+            sig.free_page_wait_rate = rate(prev.free_page_waits, cur.free_page_waits, dt);
             sig.commit_rate = rate(prev.commits, cur.commits, dt);
             sig.rows_inserted_rate = rate(prev.rows_inserted, cur.rows_inserted, dt);
             sig.rows_updated_rate = rate(prev.rows_updated, cur.rows_updated, dt);

@@ -8,10 +8,18 @@
 //! τ the least-squares slope over the window, and the projection
 //! p = f + τ · `lookahead`.
 //!
-//! - **More flushing ahead of need.** When f or p reaches `target_fill_pct`, propose
+//! - **More flushing ahead of need.** When f reaches `target_fill_pct`, or p has
+//!   reached it for `projection_persist` (a warm-up ramp is not a peak), propose
 //!   innodb_io_capacity × `raise_factor` (at least +100), and innodb_io_capacity_max
 //!   = `capacity_max_ratio` × that (never below their baselines). The guard's dwell
 //!   paces the steps; each one is re-proposed from the value in effect.
+//! - **Not while users wait for free pages.** When user threads wait for a free
+//!   buffer-pool page (`Innodb_buffer_pool_wait_free` rising), the device is busy
+//!   with LRU flushing, which is what those users wait for; more background
+//!   (flush-list) flushing would take write bandwidth from it. Then a projection alone
+//!   never raises io_capacity; only the fill itself at the target does, because the
+//!   sync-flush cliff stalls everyone. (The real-server benchmark's flush-bound
+//!   scenario: raising io_capacity on a warm-up projection cost 10 % TPS.)
 //! - **Back when idle.** When f is under `idle_fill_pct`, a minute after the last
 //!   pressure (f or p at the target, or the last resort on), io_capacity
 //!   goes down by `lower_factor` per step to its baseline, then is released (as
@@ -29,8 +37,12 @@
 //!   still rising, io_capacity at its ceiling — a small DML delay
 //!   (`last_resort_delay_us`) instead of a stall, through the purge-lag pair, as
 //!   [`PolicyId::Flush`] (it outranks every other policy). It stays on at least 30 s
-//!   and until the fill is back under `target_fill_pct`. Both servers apply it only while history is long enough (MySQL: above
-//!   purge_threads × batch_size; MariaDB: while purge handles pages).
+//!   and until the fill is back under `target_fill_pct`. innodb_max_purge_lag is
+//!   chosen once per episode, at its start, so that history then gives the full
+//!   delay; it is held, not re-targeted every tick (one pair of SETs per episode: as
+//!   purge catches up the delay fades by itself). Both servers apply it only while
+//!   history is long enough (MySQL: above purge_threads × batch_size; MariaDB: while
+//!   purge handles pages).
 //! - **Redo headroom** (opt-in `redo_resize`; the knobs' `manage` must be true too).
 //!   When f stays at or above `redo_grow_fill_pct` for `redo_grow_after` with flushing
 //!   at its ceiling, propose doubling the redo size (innodb_log_file_size on MariaDB
@@ -69,6 +81,27 @@ const LOWER_AFTER_MS: u64 = 60_000;
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
 
+/// Free-page waits per second from which users count as waiting for LRU flushing.
+const FREE_PAGE_WAITS_PER_S: f64 = 1.0;
+
+/// This tick's verdict on flushing pressure.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pressure {
+    /// io_capacity should grow.
+    raise: bool,
+    /// Only the projection reaches the target, and this holds the raise back.
+    held_back: Option<HeldBack>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum HeldBack {
+    /// Users wait for free pages (waits/s).
+    FreePageWaits(f64),
+    /// The projection has reached the target for this long (ms), not yet
+    /// `projection_persist`.
+    Persist(u64),
+}
+
 /// What the device has shown.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Device {
@@ -92,6 +125,11 @@ struct State {
     last_resort: bool,
     /// When the last-resort delay went on (ms).
     last_resort_since: Option<u64>,
+    /// innodb_max_purge_lag chosen when the last-resort episode began, held until it
+    /// ends.
+    last_resort_lag: Option<u64>,
+    /// Since when the projection alone has been at or above the target (ms).
+    proj_since: Option<u64>,
     /// The last-resort delay was on: keep releasing until the knobs are back.
     releasing: bool,
     /// Last time flushing was under pressure (fill or projection at the target, or
@@ -169,6 +207,44 @@ impl Flush {
         limited
     }
 
+    /// Whether flushing must grow now: the fill at the target, or the projection there
+    /// for `projection_persist` while no user waits for a free page.
+    fn pressure(&mut self, s: &Signals, fill: f64, proj: f64) -> Pressure {
+        let target = self.cfg.target_fill_pct / 100.0;
+        if fill >= target {
+            self.state.proj_since = None;
+            return Pressure {
+                raise: true,
+                held_back: None,
+            };
+        }
+        if proj < target {
+            self.state.proj_since = None;
+            return Pressure::default();
+        }
+        let since = *self.state.proj_since.get_or_insert(s.t_ms);
+        let held_ms = s.t_ms.saturating_sub(since);
+        if let Some(w) = s
+            .free_page_wait_rate
+            .filter(|w| w.is_finite() && *w >= FREE_PAGE_WAITS_PER_S)
+        {
+            return Pressure {
+                raise: false,
+                held_back: Some(HeldBack::FreePageWaits(w)),
+            };
+        }
+        if held_ms < self.cfg.projection_persist.as_millis() as u64 {
+            return Pressure {
+                raise: false,
+                held_back: Some(HeldBack::Persist(held_ms)),
+            };
+        }
+        Pressure {
+            raise: true,
+            held_back: None,
+        }
+    }
+
     /// The highest io_capacity the device justifies (at least the baseline).
     fn ceiling(&self, base: u64) -> u64 {
         let dev = &self.state.device;
@@ -213,6 +289,7 @@ impl Flush {
         fill: f64,
         trend: f64,
         proj: f64,
+        pressure: Pressure,
     ) -> (Vec<Proposal>, bool) {
         let mut out = Vec::new();
         let (Some(&cur), Some(&base)) = (
@@ -231,7 +308,7 @@ impl Flush {
             pct(proj),
             humantime::format_duration(self.cfg.lookahead)
         );
-        let (want, why) = if fill >= target || proj >= target {
+        let (want, why) = if pressure.raise {
             // What it takes: absorb the redo being written and remove the projected
             // excess over the lookahead, at the redo one flushed page retires.
             let need = match (input.signals.lsn_rate, self.state.device.bytes_per_page) {
@@ -289,10 +366,22 @@ impl Flush {
             (lowered, why)
         } else {
             let v = cur.max(base).min(ceiling.max(cur));
-            let why = format!(
-                "{situation} is between {} % and the target {} %: innodb_io_capacity holds at {v}",
-                self.cfg.idle_fill_pct, self.cfg.target_fill_pct
-            );
+            let why = match pressure.held_back {
+                Some(HeldBack::FreePageWaits(w)) => format!(
+ "{situation}: only the projection reaches the target {} % and users wait for free pages ({w:.0}/s): more background flushing would take the device from the LRU flushing they wait for, innodb_io_capacity holds at {v}",
+ self.cfg.target_fill_pct
+                ),
+                Some(HeldBack::Persist(ms)) => format!(
+ "{situation}: only the projection reaches the target {} %, for {} of the {} it must last (a ramp is not a peak), innodb_io_capacity holds at {v}",
+ self.cfg.target_fill_pct,
+ humantime::format_duration(std::time::Duration::from_millis(ms)),
+ humantime::format_duration(self.cfg.projection_persist)
+                ),
+                None => format!(
+ "{situation} is between {} % and the target {} %: innodb_io_capacity holds at {v}",
+                    self.cfg.idle_fill_pct, self.cfg.target_fill_pct
+                ),
+            };
             (v, why)
         };
         let at_ceiling = cur >= ceiling / 20 * 19;
@@ -354,27 +443,50 @@ impl Flush {
                 fill >= on && (trend > 0.0 || fill >= 1.0) && at_ceiling
             };
         self.state.last_resort = now;
+        let flavor = caps.identity.flavor;
+        let h = input.signals.history_len.unwrap_or(0);
+        let d = self.cfg.last_resort_delay_us;
         if now && !was {
             self.state.last_resort_since = Some(t);
+            self.state.last_resort_lag = Some(lag_for_delay(flavor, h, d, h.max(1)));
+        }
+        if !now {
+            self.state.last_resort_lag = None;
         }
         let mut out = Vec::new();
         if now {
             self.state.releasing = true;
-            let d = self.cfg.last_resort_delay_us;
-            let flavor = caps.identity.flavor;
-            let h = input.signals.history_len.unwrap_or(0);
-            let lag = lag_for_delay(flavor, h, d, h.max(1));
+            let lag = self
+                .state
+                .last_resort_lag
+                .unwrap_or_else(|| lag_for_delay(flavor, h, d, h.max(1)));
             let got = dml_delay_us(flavor, h, lag, d, input.current);
-            let reason = format!(
-                "redo fill {} is at or above {} % and still rising ({}/s) with flushing at its \
-                 ceiling ({}): a small DML delay instead of a stall, innodb_max_purge_lag {lag} \
-                 and innodb_max_purge_lag_delay {d} µs (at history {h} the server delays {got} µs; \
-                 it needs history to delay at all)",
-                pct(fill),
-                self.cfg.last_resort_fill_pct,
-                pct(trend),
-                self.device_text()
-            );
+            let reason = if was {
+                format!(
+                    "the last-resort DML delay holds (on for {}): innodb_max_purge_lag {lag}, \
+                     innodb_max_purge_lag_delay {d} µs, at history {h} the server delays {got} \
+                     µs; it ends once redo fill ({} now, trend {}/s) is under the target {} % \
+                     and it has held {}",
+                    humantime::format_duration(std::time::Duration::from_secs(held_ms / 1000)),
+                    pct(fill),
+                    pct(trend),
+                    self.cfg.target_fill_pct,
+                    humantime::format_duration(std::time::Duration::from_millis(
+                        LAST_RESORT_MIN_MS
+                    ))
+                )
+            } else {
+                format!(
+                    "redo fill {} is at or above {} % and still rising ({}/s) with flushing at \
+                     its ceiling ({}): a small DML delay instead of a stall, innodb_max_purge_lag \
+                     {lag} and innodb_max_purge_lag_delay {d} µs (at history {h} the server \
+                     delays {got} µs; it needs history to delay at all)",
+                    pct(fill),
+                    self.cfg.last_resort_fill_pct,
+                    pct(trend),
+                    self.device_text()
+                )
+            };
             out.push(self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone()));
             out.push(self.propose(Knob::MaxPurgeLagDelay, d, Intent::Act, reason));
         } else if self.state.releasing {
@@ -501,11 +613,11 @@ impl Policy for Flush {
             fill,
             trend,
         );
-        let target = self.cfg.target_fill_pct / 100.0;
-        if fill >= target || proj >= target || self.state.last_resort {
+        let pressure = self.pressure(s, fill, proj);
+        if pressure.raise || self.state.last_resort {
             self.state.pressure_at_ms = Some(s.t_ms);
         }
-        let (mut out, at_ceiling) = self.io_capacity(input, fill, trend, proj);
+        let (mut out, at_ceiling) = self.io_capacity(input, fill, trend, proj, pressure);
         let at_ceiling = at_ceiling || limited;
         out.extend(self.last_resort(input, fill, trend, at_ceiling));
         out.extend(self.redo_size(input, fill, at_ceiling));
@@ -597,8 +709,20 @@ mod tests {
         // 60 % and rising 1 %/s: 90 % in 30 s, over the 75 % target. The device has
         // shown 2 000 pages/s: io_capacity may go to 4 000. One page retires
         // (4 MB/s − 1 %/s × 80 MiB) / 2 000 ≈ 1 580 B of redo, so absorbing 4 MB/s and
-        // the projected 15 % excess over 30 s takes about 2 796 pages/s.
+        // the projected 15 % excess over 30 s takes about 2 796 pages/s. A projection
+        // alone must last `projection_persist` (10 s) first: a ramp is not a peak.
         let ps = decide(&mut f, &caps, &baseline(), &signals(1, 0.60, 0.01, 2_000.0));
+        let c = find(&ps, Knob::IoCapacity).unwrap();
+        assert_eq!((c.value, c.intent), (200, Intent::Release), "{}", c.reason);
+        assert!(c.reason.contains("a ramp is not a peak"), "{}", c.reason);
+        let ps = decide(&mut f, &caps, &baseline(), &signals(6, 0.60, 0.01, 2_000.0));
+        assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 200);
+        let ps = decide(
+            &mut f,
+            &caps,
+            &baseline(),
+            &signals(11, 0.60, 0.01, 2_000.0),
+        );
         let c = find(&ps, Knob::IoCapacity).unwrap();
         assert_eq!((c.value, c.intent), (2796, Intent::Act), "{}", c.reason);
         assert!(
@@ -618,7 +742,10 @@ mod tests {
         assert_eq!((m.value, m.intent), (5592, Intent::Act));
         // Without a measured redo-per-page, steps of ×1.5; 2 × 300 is below the
         // io_capacity_max baseline 2 000, which stays.
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig {
+            projection_persist: Duration::ZERO,
+            ..cfg()
+        });
         let mut s = signals(1, 0.60, 0.01, 2_000.0);
         s.lsn_rate = None;
         let ps = decide(&mut f, &caps, &baseline(), &s);
@@ -634,6 +761,48 @@ mod tests {
         let ps = decide(&mut f, &caps, &cur, &signals(3, 0.80, 0.0, 2_500.0));
         assert_eq!(find(&ps, Knob::IoCapacity).unwrap().value, 4500);
         assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 9000);
+    }
+
+    /// The real-server benchmark's flush-bound case: users wait for free pages (LRU
+    /// flushing on a slow device) while a warm-up ramp projects the fill over the
+    /// target. More background flushing would take the device from LRU flushing, so a
+    /// projection alone raises nothing however long it lasts; the fill itself at the
+    /// target still does (the sync-flush cliff stalls everyone).
+    #[test]
+    fn free_page_waits_hold_back_a_projection_but_not_the_cliff() {
+        let mut f = Flush::new(cfg());
+        let caps = testkit::mariadb();
+        for t in 1..=30 {
+            let mut s = signals(t, 0.31, 0.016, 2_200.0);
+            s.free_page_wait_rate = Some(250.0);
+            let ps = decide(&mut f, &caps, &baseline(), &s);
+            let c = find(&ps, Knob::IoCapacity).unwrap();
+            assert_eq!(
+                (c.value, c.intent),
+                (200, Intent::Release),
+                "t={t}: {}",
+                c.reason
+            );
+            assert!(
+                c.reason.contains("users wait for free pages (250/s)"),
+                "{}",
+                c.reason
+            );
+        }
+        // The waits stop: the projection, still there, now counts (it has lasted).
+        let ps = decide(
+            &mut f,
+            &caps,
+            &baseline(),
+            &signals(31, 0.31, 0.016, 2_200.0),
+        );
+        assert!(find(&ps, Knob::IoCapacity).unwrap().value > 200);
+        // At the target itself, waits or not, flushing grows.
+        let mut f = Flush::new(cfg());
+        let mut s = signals(1, 0.80, 0.0, 2_200.0);
+        s.free_page_wait_rate = Some(250.0);
+        let ps = decide(&mut f, &caps, &baseline(), &s);
+        assert!(find(&ps, Knob::IoCapacity).unwrap().value > 200);
     }
 
     /// The real-server benchmark's case: with innodb_io_capacity at its default 200,
@@ -739,11 +908,19 @@ mod tests {
         let mut cur = cur;
         cur.insert(Knob::MaxPurgeLag, lag);
         cur.insert(Knob::MaxPurgeLagDelay, 1000);
-        let ps = decide(&mut f, &caps, &cur, &signals(40, 0.80, -0.01, 500.0));
-        assert_eq!(
-            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
-            Intent::Act
+        // While it holds, the lag chosen at the start holds too, whatever history does
+        // (one pair of SETs per episode), and the reason says it holds.
+        let mut s = signals(40, 0.80, -0.01, 500.0);
+        s.history_len = Some(35_000);
+        let ps = decide(&mut f, &caps, &cur, &s);
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert_eq!(d.intent, Intent::Act);
+        assert!(
+            d.reason.starts_with("the last-resort DML delay holds"),
+            "{}",
+            d.reason
         );
+        assert_eq!(find(&ps, Knob::MaxPurgeLag).unwrap().value, lag);
         let ps = decide(&mut f, &caps, &cur, &signals(20, 0.70, -0.01, 500.0));
         assert_eq!(
             find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
