@@ -363,7 +363,7 @@ def proc_status(pid, key):
 
 STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
-               "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated"]
+               "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free"]
 KNOB_SQL = ("SELECT @@innodb_purge_threads, @@innodb_max_purge_lag, @@innodb_max_purge_lag_delay, "
             "@@innodb_io_capacity, @@innodb_io_capacity_max")
 
@@ -519,7 +519,7 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, rate=N
 def write_csv(path, sb_rows, samples):
     cols = ["t", "tps", "p99_ms", "queue", "history", "redo_fill_pct", "dirty_pct", "purge_threads",
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "pages_flushed",
-            "innopilot_cpu_ticks", "innopilot_rss_kb"]
+            "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits"]
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -530,7 +530,8 @@ def write_csv(path, sb_rows, samples):
             w.writerow([t, r.get("tps"), r.get("p99"), r.get("queue"), s.get("Innodb_history_list_length"),
                         fill(s), dirty(s), s.get("purge_threads"), s.get("max_purge_lag"),
                         s.get("purge_lag_delay"), s.get("io_capacity"), s.get("io_capacity_max"),
-                        s.get("Innodb_buffer_pool_pages_flushed"), s.get("ip_ticks"), s.get("ip_rss_kb")])
+                        s.get("Innodb_buffer_pool_pages_flushed"), s.get("ip_ticks"), s.get("ip_rss_kb"),
+                        s.get("Innodb_buffer_pool_wait_free")])
 
 
 def fill(s):
@@ -568,6 +569,11 @@ def metrics(sc, sb_rows, samples, view_closed):
     if fills:
         m["max_fill_pct"] = max(fills)
         m["secs_at_max_age"] = sum(1 for x in fills if x >= 95.0)
+    # Users waiting for a free buffer-pool page (LRU flushing behind), per second of run.
+    waits = [s.get("Innodb_buffer_pool_wait_free") for s in samples
+             if s.get("Innodb_buffer_pool_wait_free") is not None]
+    if len(waits) >= 2:
+        m["free_waits_per_s"] = (waits[-1] - waits[0]) / (len(waits) - 1)
     return m
 
 
@@ -585,6 +591,7 @@ METRIC_COLS = [
     ("drain_s", "drain to 10% s", "{:.0f}"),
     ("max_fill_pct", "max redo fill %", "{:.0f}"),
     ("secs_at_max_age", "s at max age", "{:.0f}"),
+    ("free_waits_per_s", "free-page waits/s", "{:.0f}"),
     ("ip_cpu_pct", "innopilot CPU %", "{:.2f}"),
     ("ip_rss_mib", "RSS MiB", "{:.1f}"),
     ("ip_sets", "SETs", "{:.0f}"),
