@@ -60,7 +60,7 @@ ARM_DOC = {
     "defaults": "MariaDB defaults (innodb_purge_threads=4, no purge lag)",
     "purge1": "static innodb_purge_threads=1",
     "threshold": f"innodb_max_purge_lag={THRESHOLD_LAG}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us",
-    "watermark": "innopilot run, only [policy.watermark] enabled",
+    "watermark": "innopilot run, only [policy.watermark] enabled, as MariaDB 10.6.5 published it (20/80, no hysteresis, no DML delay)",
     "innopilot": "innopilot run, all default policies",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
@@ -331,7 +331,19 @@ def innopilot_config(path, arm, audit, state, http_port):
         "[http]", "enabled = true", f'listen = "127.0.0.1:{http_port}"', "",
     ]
     if arm == "watermark":
-        lines += ["[policy.purge_rate]", "enabled = false", "",
+        # MariaDB 10.6.5's adaptive purge as published, the same settings as the
+        # simulator's mariadb1065_adaptive peer (src/sim/peers.rs, watermark_only_config):
+        # 20/80 %, N = the purge threads found at start, no hysteresis, a change allowed
+        # every tick (10.6.5 decided before each purge batch), and no DML delay in high
+        # mode (10.6.5 paused purge between batches instead; no variable does that).
+        lines.insert(1, "max_sets_per_minute = 600")  # into [control]
+        lines += ["[knobs.innodb_purge_threads]", "max_step = 32", 'min_dwell = "0s"', "",
+                  "[knobs.innodb_max_purge_lag_delay]", 'min_dwell = "0s"', "",
+                  "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
+                  "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
+                  "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
+                  "hysteresis_pct = 0.0", "high_delay_us = 0", "yield_history_records = 0", "",
+                  "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
                   "[policy.undo]", "enabled = false", ""]
     with open(path, "w") as f:
@@ -779,6 +791,16 @@ def main():
         write_outputs(a, results, meta)
     missed = write_outputs(a, results, meta, show=True)
     log(f"done: {len(results)} runs, {missed} target(s) missed; results in {a.out}")
+    if not a.quick:
+        # The simulator on the same kinds of scenario, side by side (side_by_side.md).
+        sbs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "side_by_side.py")
+        r = subprocess.run([sys.executable, sbs, "--innopilot", a.innopilot, "--results", a.out],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            log(f"!! side_by_side.py failed: {r.stderr.strip()}")
+            meta.setdefault("failed", {})["side_by_side"] = r.stderr.strip()
+        else:
+            log(f"simulator side by side: {os.path.join(a.out, 'side_by_side.md')}")
     if meta.get("failed"):
         log(f"!! failed: {sorted(meta['failed'])}")
         sys.exit(1)  # a broken harness fails CI; missed targets do not

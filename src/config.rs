@@ -163,13 +163,21 @@ pub struct WatermarkConfig {
     pub max_purge_threads: u64,
     /// Fill must move this many percentage points past a boundary to change bucket.
     pub hysteresis_pct: f64,
-    /// Above the high watermark (MariaDB): innodb_max_purge_lag_delay to propose, µs.
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag_delay to propose at
+    /// most, µs …
     pub high_delay_us: u64,
+    /// … and at most what slows row changes by this share (%), at the row time measured.
+    pub high_max_slowdown_pct: f64,
     /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, records.
     pub high_max_purge_lag: u64,
     /// Above the high watermark where purge threads are read-only (MySQL): the smaller
     /// innodb_purge_batch_size to propose.
     pub high_batch_size: u64,
+    /// Purgeable history (records) above which foreground protection yields: purge
+    /// threads go back to their baseline until it is under 80 % of this. 0 = never
+    /// (MariaDB 10.6.5 as published, which MDEV-32050 reverted for the unbounded
+    /// history it left behind).
+    pub yield_history_records: u64,
 }
 
 impl Default for Config {
@@ -210,8 +218,10 @@ impl Default for Config {
                     max_purge_threads: 0,
                     hysteresis_pct: 2.0,
                     high_delay_us: 10_000,
+                    high_max_slowdown_pct: 20.0,
                     high_max_purge_lag: 100_000,
                     high_batch_size: 100,
+                    yield_history_records: 2_000_000,
                 },
                 purge_rate: PurgeRateConfig::default(),
                 flush: FlushConfig::default(),
@@ -377,8 +387,10 @@ struct RawWatermark {
     max_purge_threads: Option<i64>,
     hysteresis_pct: Option<f64>,
     high_delay_us: Option<i64>,
+    high_max_slowdown_pct: Option<f64>,
     high_max_purge_lag: Option<i64>,
     high_batch_size: Option<i64>,
+    yield_history_records: Option<i64>,
 }
 
 /// Parses "64MiB", "512M", "1G", "4096" (bytes).
@@ -762,6 +774,14 @@ impl Config {
                 0,
                 10_000_000,
             )?,
+            high_max_slowdown_pct: cx.float(
+                s,
+                "high_max_slowdown_pct",
+                w.high_max_slowdown_pct,
+                dw.high_max_slowdown_pct,
+                1.0,
+                90.0,
+            )?,
             high_max_purge_lag: cx.int(
                 s,
                 "high_max_purge_lag",
@@ -777,6 +797,14 @@ impl Config {
                 dw.high_batch_size,
                 1,
                 5000,
+            )?,
+            yield_history_records: cx.int(
+                s,
+                "yield_history_records",
+                w.yield_history_records,
+                dw.yield_history_records,
+                0,
+                10_000_000_000,
             )?,
         };
         if watermark.high_pct <= watermark.low_pct + watermark.hysteresis_pct {
@@ -982,6 +1010,9 @@ pub struct FlushConfig {
     /// a small DML delay instead of a stall.
     pub last_resort_fill_pct: f64,
     pub last_resort_delay_us: u64,
+    /// The last-resort delay costs users at most this share of their row rate, at the
+    /// row time measured (a cap on top of `last_resort_delay_us`).
+    pub last_resort_max_slowdown_pct: f64,
     /// Opt-in: grow the redo log at sustained peaks, shrink it back when quiet.
     pub redo_resize: bool,
     pub redo_grow_fill_pct: f64,
@@ -1008,6 +1039,7 @@ impl Default for FlushConfig {
             capacity_max_ratio: 2.0,
             last_resort_fill_pct: 95.0,
             last_resort_delay_us: 1_000,
+            last_resort_max_slowdown_pct: 20.0,
             redo_resize: false,
             redo_grow_fill_pct: 80.0,
             redo_grow_after: Duration::from_secs(120),
@@ -1085,6 +1117,7 @@ struct RawFlush {
     capacity_max_ratio: Option<f64>,
     last_resort_fill_pct: Option<f64>,
     last_resort_delay_us: Option<i64>,
+    last_resort_max_slowdown_pct: Option<f64>,
     redo_resize: Option<bool>,
     redo_grow_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
@@ -1310,6 +1343,14 @@ impl Ctx<'_> {
                 d.last_resort_delay_us,
                 0,
                 100_000,
+            )?,
+            last_resort_max_slowdown_pct: self.float(
+                s,
+                "last_resort_max_slowdown_pct",
+                r.last_resort_max_slowdown_pct,
+                d.last_resort_max_slowdown_pct,
+                1.0,
+                90.0,
             )?,
             redo_resize: r.redo_resize.unwrap_or(d.redo_resize),
             redo_grow_fill_pct: self.float(

@@ -26,8 +26,22 @@
 //! `high_pct − hysteresis_pct`; from then on the high-mode knobs are released to their
 //! baseline every tick (the guard drops the no-ops).
 //!
+//! **Purge debt has a limit too.** Under sustained redo pressure the buckets pin purge
+//! at one thread for as long as the pressure lasts, and history grows without bound:
+//! the reason MariaDB reverted the algorithm (MDEV-32050). While *purgeable* history
+//! ([`estimate`], any read view counting as a blocker, so it errs toward not yielding)
+//! exceeds `yield_history_records`, the policy yields: it hands purge threads back to
+//! their baseline (a `Release`, so the purge-rate policy may ask for more) until
+//! purgeable history is under 80 % of the limit. The high-mode DML delay stays: it
+//! slows the writers that fill the redo, which helps both. The flush policy, which
+//! outranks this one, still guards the sync-flush cliff.
+//!
 //! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
+//! [`estimate`]: super::purge_rate::estimate
 
+use std::time::Duration;
+
+use super::purge_rate::{estimate, row_time_us, small_delay_us};
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::config::{hard_range, WatermarkConfig};
 use crate::server::{Capabilities, Knob, KnobValues};
@@ -170,11 +184,38 @@ fn mariadb_dml_delay_us(history: u64, max_purge_lag: u64, max_delay: u64) -> u64
 pub struct Watermark {
     cfg: WatermarkConfig,
     state: Option<State>,
+    /// Purgeable history is over `yield_history_records` (and not yet under 80 % of
+    /// it): purge threads are handed back.
+    yielding: bool,
+    /// High mode's DML delay, chosen when high mode began (held until it ends, so the
+    /// row time's noise does not become SETs).
+    high_delay: Option<u64>,
 }
 
 impl Watermark {
     pub fn new(cfg: WatermarkConfig) -> Self {
-        Watermark { cfg, state: None }
+        Watermark {
+            cfg,
+            state: None,
+            yielding: false,
+            high_delay: None,
+        }
+    }
+
+    /// Whether purge debt is over its limit this tick (with hysteresis), and the
+    /// purgeable history behind the verdict.
+    fn debt_over_limit(&mut self, input: &PolicyInput<'_>) -> (bool, Option<u64>) {
+        let limit = self.cfg.yield_history_records;
+        let purgeable = estimate(input.signals, Duration::ZERO).map(|e| e.purgeable);
+        self.yielding = limit > 0
+            && purgeable.is_some_and(|p| {
+                if self.yielding {
+                    p > limit / 5 * 4
+                } else {
+                    p > limit
+                }
+            });
+        (self.yielding, purgeable)
     }
 
     /// N: configured, else the value found at start; at least 1 and at most what any
@@ -239,7 +280,7 @@ impl Watermark {
 
     /// High mode's extra brake, or handing it back outside high mode.
     fn high_mode(
-        &self,
+        &mut self,
         input: &PolicyInput<'_>,
         bands: &Bands,
         high: bool,
@@ -259,7 +300,25 @@ impl Watermark {
             // MariaDB ≥ 10.7.1. Its 10.6.5 pause between purge batches has no variable;
             // a DML delay slows the writers filling the redo instead.
             let lag = self.cfg.high_max_purge_lag;
-            let delay = self.cfg.high_delay_us;
+            let delay = if high {
+                *self.high_delay.get_or_insert_with(|| {
+                    small_delay_us(
+                        input.signals,
+                        self.cfg.high_delay_us,
+                        self.cfg.high_max_slowdown_pct,
+                    )
+                })
+            } else {
+                self.high_delay = None;
+                0
+            };
+            let bound = match row_time_us(input.signals) {
+                Some(r) if self.cfg.high_delay_us > 0 => format!(
+                    " (at most {} µs and {} % of a row's {r:.0} µs when high mode began)",
+                    self.cfg.high_delay_us, self.cfg.high_max_slowdown_pct
+                ),
+                _ => String::new(),
+            };
             let act_reason = || {
                 let now = match input.signals.history_len {
                     Some(h) => format!(
@@ -270,7 +329,8 @@ impl Watermark {
                 };
                 format!(
                     "redo fill {pct:.1} % is at or above the high watermark {} %: DML delay \
-                     with innodb_max_purge_lag {lag} and innodb_max_purge_lag_delay {delay} µs. \
+                     with innodb_max_purge_lag {lag} and innodb_max_purge_lag_delay {delay} \
+                     µs{bound}. \
                      MariaDB applies it only while purge handles pages (none while a read view \
                      blocks purge), as min({delay}, 10000·history/{lag} − 5000) µs once history \
                      exceeds {lag}{now}",
@@ -341,14 +401,25 @@ impl Policy for Watermark {
         let level = bands.next_level(current, pct, self.cfg.hysteresis_pct);
         self.state = Some(State { n, level });
 
+        let (yielding, purgeable) = self.debt_over_limit(input);
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
-            out.push(self.purge_threads(
-                &bands,
-                level,
-                pct,
-                input.baseline.get(&Knob::PurgeThreads).copied(),
-            ));
+            let base = input.baseline.get(&Knob::PurgeThreads).copied();
+            let mut p = self.purge_threads(&bands, level, pct, base);
+            if let (true, Some(b), Some(h)) = (yielding, base, purgeable) {
+                let limit = self.cfg.yield_history_records;
+                p.reason = format!(
+                    "purgeable history {h} is over the limit {limit} \
+                     (yield_history_records): foreground protection yields, {b} {} (the \
+                     baseline) until it is under {}; without the limit: {}",
+                    threads_word(b),
+                    limit / 5 * 4,
+                    p.reason
+                );
+                p.value = b;
+                p.intent = Intent::Release;
+            }
+            out.push(p);
         }
         out.extend(self.high_mode(input, &bands, level == Level::High, pct));
         out
@@ -356,6 +427,8 @@ impl Policy for Watermark {
 
     fn reset(&mut self) {
         self.state = None;
+        self.yielding = false;
+        self.high_delay = None;
     }
 }
 
@@ -424,6 +497,89 @@ mod tests {
 
     fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
         ps.iter().find(|p| p.knob == knob)
+    }
+
+    /// Purge threads proposed at `pct` fill with `history` records, all purgeable.
+    fn threads_at(w: &mut Watermark, pct: f64, history: u64) -> Proposal {
+        let s = Signals {
+            redo_fill: Some(pct / 100.0),
+            history_len: Some(history),
+            ..Signals::default()
+        };
+        let base = baseline(4, 127);
+        let input = PolicyInput {
+            signals: &s,
+            caps: &mariadb(),
+            current: &base,
+            baseline: &base,
+        };
+        find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
+    }
+
+    /// High mode's DML delay is small for fast rows: at 89 µs a row (4 threads, 45 000
+    /// rows/s) at most 20 % of it, 22 µs, not the 10 ms cap that collapsed the
+    /// benchmark's throughput once a read view ended (every row past the lag pays it
+    /// on MariaDB); chosen when high mode begins and held until it ends.
+    #[test]
+    fn high_mode_delay_follows_the_row_time_and_holds() {
+        let mut w = Watermark::new(cfg());
+        let base = baseline(4, 127);
+        let mut run = |pct: f64, dml: f64| {
+            let mut s = Signals {
+                redo_fill: Some(pct / 100.0),
+                history_len: Some(250_000),
+                dml_rate: Some(dml),
+                ..Signals::default()
+            };
+            s.sample.threads_running = Some(5);
+            let input = PolicyInput {
+                signals: &s,
+                caps: &mariadb(),
+                current: &base,
+                baseline: &base,
+            };
+            let ps = w.decide(&input);
+            find(&ps, Knob::MaxPurgeLagDelay).unwrap().clone()
+        };
+        let d = run(90.0, 45_000.0);
+        assert_eq!((d.value, d.intent), (22, Intent::Act), "{}", d.reason);
+        assert!(d.reason.contains("20 % of a row's 89 µs"), "{}", d.reason);
+        assert_eq!(run(95.0, 20_000.0).value, 22);
+        let d = run(50.0, 20_000.0);
+        assert_eq!((d.value, d.intent), (0, Intent::Release));
+        // A new high-mode episode measures again: 5 ms rows, the 10 ms cap is not hit.
+        assert_eq!(run(90.0, 800.0).value, 1_250);
+    }
+
+    /// Sustained redo pressure must not pin purge at one thread forever (MDEV-32050):
+    /// over `yield_history_records` of purgeable history the threads go back to the
+    /// baseline, as a Release so the purge-rate policy may ask for more, until history
+    /// is under 80 % of the limit; 0 keeps the published behaviour.
+    #[test]
+    fn purge_debt_over_its_limit_hands_threads_back() {
+        let mut w = Watermark::new(cfg());
+        assert_eq!(threads_at(&mut w, 90.0, 1_900_000).value, 1);
+        let p = threads_at(&mut w, 90.0, 2_100_000);
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        assert!(
+            p.reason
+                .starts_with("purgeable history 2100000 is over the limit 2000000"),
+            "{}",
+            p.reason
+        );
+        assert!(
+            p.reason.contains("without the limit: redo fill 90.0 %"),
+            "{}",
+            p.reason
+        );
+        // Hysteresis: still yielding at 1.7 M, back to the buckets under 1.6 M.
+        assert_eq!(threads_at(&mut w, 90.0, 1_700_000).value, 4);
+        assert_eq!(threads_at(&mut w, 90.0, 1_590_000).value, 1);
+        let mut w = Watermark::new(WatermarkConfig {
+            yield_history_records: 0,
+            ..cfg()
+        });
+        assert_eq!(threads_at(&mut w, 90.0, 50_000_000).value, 1);
     }
 
     fn threads(w: &mut Watermark, pct: f64) -> u64 {

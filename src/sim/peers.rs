@@ -137,7 +137,8 @@ pub fn watermark_only_config() -> Config {
                 [knobs.innodb_max_purge_lag]\nmin_dwell = \"0s\"\n\
                 [knobs.innodb_purge_batch_size]\nmin_dwell = \"0s\"\nmax_step = 5000\n\
                 [policy.watermark]\nenabled = true\nlow_pct = 20.0\nhigh_pct = 80.0\n\
-                max_purge_threads = 0\nhysteresis_pct = 0.0\nhigh_delay_us = 0\n"
+                max_purge_threads = 0\nhysteresis_pct = 0.0\nhigh_delay_us = 0\n\
+                yield_history_records = 0\n"
         .to_string();
     let mut text = base;
     let mut others: Vec<&str> = [PolicyId::Flush, PolicyId::PurgeRate, PolicyId::Undo]
@@ -157,6 +158,7 @@ pub fn watermark_only_config() -> Config {
         // with the default guard limits.
         let mut c = Config::default();
         c.policy.watermark.hysteresis_pct = 0.0;
+        c.policy.watermark.yield_history_records = 0;
         c
     })
 }
@@ -182,6 +184,8 @@ mod tests {
         assert!(w.enabled);
         assert_eq!((w.low_pct, w.high_pct, w.hysteresis_pct), (20.0, 80.0, 0.0));
         assert_eq!(w.max_purge_threads, 0);
+        // As published: no limit on the history it leaves behind.
+        assert_eq!(w.yield_history_records, 0);
         assert_eq!(c.limits(Knob::PurgeThreads).max_step, 32);
         assert_eq!(c.limits(Knob::PurgeThreads).min_dwell.as_secs(), 0);
     }

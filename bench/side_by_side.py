@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The real benchmark next to the simulator, for the same kind of scenario.
+
+    python3 bench/side_by_side.py --innopilot target/release/innopilot --results bench/results/DATE
+
+Runs `innopilot simulate --compare --json` (every peer on every built-in scenario, seed 1),
+writes it to RESULTS/simulator.json, and writes RESULTS/side_by_side.md: for each real
+scenario in RESULTS/summary.json, the simulator scenario closest to it, each arm next to
+the peer it stands for, as ratios to the defaults arm (the two are different machines
+and loads, so only ratios and rankings compare). bench.py calls it after a full run.
+Python 3 standard library only.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+# Real scenario -> the simulator scenario closest to it.
+SCENARIO = {
+    "a_view_surge": "long_read_view",
+    "b_redo_pressure": "redo_pressure",
+    "c_flush_bound": "flush_bound",
+    "d_open_loop": "long_read_view",
+}
+
+# Real arm -> simulator peer. The real threshold arm runs on MariaDB, whose delay applies
+# only while purge handles pages; the simulator's threshold peer is MySQL's size-based
+# formula (the peer seed 000 describes). dryrun observes only: its peer is the defaults.
+PEER = {
+    "defaults": "mariadb1011_defaults",
+    "purge1": "one_purge_thread",
+    "threshold": "mysql_threshold",
+    "watermark": "mariadb1065_adaptive",
+    "innopilot": "innopilot",
+    "dryrun": "mariadb1011_defaults",
+}
+
+
+def ratio(x, base):
+    if x is None or base in (None, 0):
+        return None
+    return x / base
+
+
+def fmt(x, spec="{:.2f}"):
+    return "–" if x is None else spec.format(x)
+
+
+def median(summary, sc, arm, key):
+    v = summary.get(sc, {}).get(arm, {}).get(key)
+    return v.get("median") if isinstance(v, dict) else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--innopilot", required=True, help="path to the innopilot binary")
+    ap.add_argument("--results", required=True, help="a results directory written by bench.py")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+
+    with open(os.path.join(a.results, "summary.json")) as f:
+        real = json.load(f)
+    out = subprocess.run([a.innopilot, "simulate", "--compare", "--json", "--seed", str(a.seed)],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        sys.exit(f"side_by_side: innopilot simulate failed ({out.returncode}): {out.stderr.strip()}")
+    sim = json.loads(out.stdout)
+    with open(os.path.join(a.results, "simulator.json"), "w") as f:
+        json.dump(sim, f, indent=1)
+    rows = {(r["scenario"], r["peer"]): r for r in sim["rows"]}
+
+    summ = real["summary"]
+    lines = [
+        f"Simulator: `{os.path.basename(a.innopilot)} simulate --compare --json --seed {a.seed}` "
+        "(simulator.json). Ratios are to each side's defaults (arm `defaults`, peer "
+        "`mariadb1011_defaults`); the real numbers are medians of the repetitions.",
+    ]
+    for sc in summ:
+        ssc = SCENARIO.get(sc)
+        if ssc is None:
+            continue
+        lines.append(f"\n**{sc}** next to the simulator's `{ssc}`\n")
+        lines.append("| arm → peer | real TPS × defaults | sim TPS × defaults | real worst 1 s / median "
+                     "| sim worst 1 s / mean | real p99 × defaults | sim p99 × defaults | sim s stalled "
+                     "| real peak history | sim peak history | sim history at end | real SETs | sim SETs |")
+        lines.append("|" + "---|" * 13)
+        base_real_tps = median(summ, sc, "defaults", "mean_tps")
+        base_real_p99 = median(summ, sc, "defaults", "p99_of_p99")
+        base_sim = rows.get((ssc, "mariadb1011_defaults"))
+        for arm in summ[sc]:
+            peer = PEER.get(arm)
+            s = rows.get((ssc, peer)) if peer else None
+            r_tps = median(summ, sc, arm, "mean_tps")
+            lines.append("| " + " | ".join([
+                f"{arm} → {peer}",
+                fmt(ratio(r_tps, base_real_tps)),
+                fmt(ratio(s["mean_tps"], base_sim["mean_tps"]) if s and base_sim else None),
+                fmt(median(summ, sc, arm, "worst_ratio")),
+                fmt(ratio(s["worst_tps"], s["mean_tps"]) if s else None),
+                fmt(ratio(median(summ, sc, arm, "p99_of_p99"), base_real_p99)),
+                fmt(ratio(s["latency_p99_ms"], base_sim["latency_p99_ms"]) if s and base_sim else None),
+                fmt(s["stalled_s"] if s else None, "{:.0f}"),
+                fmt(median(summ, sc, arm, "peak_history"), "{:.0f}"),
+                fmt(s["peak_history"] if s else None, "{:.0f}"),
+                fmt(s["end_history"] if s else None, "{:.0f}"),
+                fmt(median(summ, sc, arm, "ip_sets"), "{:.0f}"),
+                fmt(s["sets"] if s and arm != "dryrun" else None, "{:.0f}"),
+            ]) + " |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(a.results, "side_by_side.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
