@@ -205,7 +205,9 @@ pub enum Command {
     },
     /// Run policies against the built-in InnoDB model: no database needed. With
     /// --compare, every policy on every scenario, as a table; else one scenario and one
-    /// policy, with a CSV time series, a summary and SVG plots under --out.
+    /// policy, with a CSV time series, a summary and SVG plots under --out. With
+    /// --config, the `innopilot` policy runs that configuration (judge your own
+    /// settings before deploying them).
     #[command(after_help = SIM_HELP)]
     Simulate {
         /// Every policy on every scenario; prints the comparison table.

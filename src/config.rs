@@ -175,8 +175,9 @@ pub struct WatermarkConfig {
     pub high_batch_size: u64,
     /// Purgeable history (records) above which foreground protection yields: purge
     /// threads go back to their baseline until it is under 80 % of this. 0 = never
-    /// (MariaDB 10.6.5 as published, which MDEV-32050 reverted for the unbounded
-    /// history it left behind).
+    /// (the default, and MariaDB 10.6.5 as published, which MDEV-32050 reverted for
+    /// the unbounded history it left behind). Opt-in because it trades stalls for
+    /// debt: docs/policies.md has the simulator's numbers.
     pub yield_history_records: u64,
 }
 
@@ -221,7 +222,7 @@ impl Default for Config {
                     high_max_slowdown_pct: 20.0,
                     high_max_purge_lag: 100_000,
                     high_batch_size: 100,
-                    yield_history_records: 2_000_000,
+                    yield_history_records: 0,
                 },
                 purge_rate: PurgeRateConfig::default(),
                 flush: FlushConfig::default(),

@@ -709,6 +709,7 @@ fn run_offline(cli: &Cli) -> Option<anyhow::Result<()>> {
             out,
             json,
         } => Some(simulate(
+            cli,
             *compare,
             scenario.as_deref(),
             policy.as_deref(),
@@ -722,6 +723,7 @@ fn run_offline(cli: &Cli) -> Option<anyhow::Result<()>> {
 }
 
 fn simulate(
+    cli: &Cli,
     compare: bool,
     scenario: Option<&str>,
     policy: Option<&str>,
@@ -730,11 +732,19 @@ fn simulate(
     json: bool,
 ) -> anyhow::Result<()> {
     use innopilot::sim;
+    // With --config, the innopilot peer runs that configuration instead of the defaults.
+    let config = match &cli.global.config {
+        Some(_) => Some(load_config(cli)?),
+        None => None,
+    };
     if compare {
         let started = std::time::Instant::now();
-        let table = sim::compare(seed)?;
+        let table = sim::compare::compare_with(&sim::compare::CompareOptions {
+            innopilot_config: config,
+            ..sim::compare::CompareOptions::all(seed)
+        })?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&table.to_json())?);
+            println!("{}", table.to_json());
         } else {
             println!("{table}");
             eprintln!("(seed {seed}; {:.1} s)", started.elapsed().as_secs_f64());
@@ -746,7 +756,7 @@ fn simulate(
     };
     let sc = sim::Scenario::named(s).ok_or_else(|| sim::SimError::UnknownScenario(s.into()))?;
     let peer = sim::Peer::named(p).ok_or_else(|| sim::SimError::UnknownPeer(p.into()))?;
-    let run = sim::run(&sc, &peer, seed)?;
+    let run = sim::compare::run_with(&sc, &peer, seed, config.as_ref())?;
     let summary = sim::summary(&run);
     if let Some(dir) = out {
         sim::write_outputs(&run, dir)?;

@@ -250,6 +250,68 @@ fn outputs_are_written() {
     assert!(csv.lines().next().unwrap().contains("innodb_purge_threads"));
 }
 
+/// `innopilot simulate --compare --json` is one JSON object (what
+/// bench/side_by_side.py reads), with a row for every scenario and peer.
+#[test]
+fn compare_json_from_the_cli_is_one_object() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
+        .args(["simulate", "--compare", "--json", "--seed", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["seed"], 1, "not an object with a seed: {v}");
+    let rows = v["rows"].as_array().expect("rows");
+    let scenarios = v["scenarios"].as_array().expect("scenarios").len();
+    assert_eq!(rows.len(), scenarios * Peer::all().len());
+    for r in rows {
+        assert!(r["mean_tps"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["scenario"].is_string() && r["peer"].is_string(), "{r}");
+    }
+}
+
+/// `simulate --config FILE` runs the `innopilot` policy with that file, not the
+/// defaults: a DBA judges their own settings. Every policy off: not one SET.
+#[test]
+fn simulate_runs_the_given_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("off.toml");
+    std::fs::write(
+        &cfg,
+        "[policy.watermark]\nenabled = false\n[policy.flush]\nenabled = false\n\
+         [policy.purge_rate]\nenabled = false\n[policy.undo]\nenabled = false\n",
+    )
+    .unwrap();
+    let sets = |extra: &[&str]| -> u64 {
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            "redo_pressure",
+            "--policy",
+            "innopilot",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["sets"].as_u64().unwrap()
+    };
+    assert!(sets(&[]) > 0);
+    assert_eq!(sets(&["--config", cfg.to_str().unwrap()]), 0);
+}
+
 /// Writes one run's outputs and prints its decisions (SIM_RUN=scenario:peer, SIM_OUT=dir).
 #[test]
 #[ignore]

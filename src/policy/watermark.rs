@@ -26,15 +26,17 @@
 //! `high_pct − hysteresis_pct`; from then on the high-mode knobs are released to their
 //! baseline every tick (the guard drops the no-ops).
 //!
-//! **Purge debt has a limit too.** Under sustained redo pressure the buckets pin purge
-//! at one thread for as long as the pressure lasts, and history grows without bound:
-//! the reason MariaDB reverted the algorithm (MDEV-32050). While *purgeable* history
+//! **Purge debt may have a limit too** (opt-in). Under sustained redo pressure the
+//! buckets pin purge at one thread for as long as the pressure lasts, and history grows
+//! without bound: the reason MariaDB reverted the algorithm (MDEV-32050). While
+//! *purgeable* history
 //! ([`estimate`], any read view counting as a blocker, so it errs toward not yielding)
 //! exceeds `yield_history_records`, the policy yields: it hands purge threads back to
 //! their baseline (a `Release`, so the purge-rate policy may ask for more) until
 //! purgeable history is under 80 % of the limit. The high-mode DML delay stays: it
 //! slows the writers that fill the redo, which helps both. The flush policy, which
-//! outranks this one, still guards the sync-flush cliff.
+//! outranks this one, still guards the sync-flush cliff, but cannot always hold it:
+//! the yield trades debt for stalls, hence off (0) by default.
 //!
 //! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
 //! [`estimate`]: super::purge_rate::estimate
@@ -557,7 +559,10 @@ mod tests {
     /// is under 80 % of the limit; 0 keeps the published behaviour.
     #[test]
     fn purge_debt_over_its_limit_hands_threads_back() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig {
+            yield_history_records: 2_000_000,
+            ..cfg()
+        });
         assert_eq!(threads_at(&mut w, 90.0, 1_900_000).value, 1);
         let p = threads_at(&mut w, 90.0, 2_100_000);
         assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);

@@ -240,8 +240,20 @@ fn finish(scenario: &Scenario, peer: &Peer, seed: u64, model: &mut Model, audit:
 
 /// Runs `scenario` with `peer`, seeded.
 pub fn run(scenario: &Scenario, peer: &Peer, seed: u64) -> Result<SimRun, SimError> {
+    run_with(scenario, peer, seed, None)
+}
+
+/// Like [`run`], with `config` in place of a controller peer's own configuration (a
+/// DBA's file for the `innopilot` peer). Ignored for static peers.
+pub fn run_with(
+    scenario: &Scenario,
+    peer: &Peer,
+    seed: u64,
+    config: Option<&Config>,
+) -> Result<SimRun, SimError> {
     let handle = SimServer::new(model_for(scenario, peer, seed));
-    let audit = match peer.config() {
+    let cfg = peer.config().map(|own| config.cloned().unwrap_or(own));
+    let audit = match cfg {
         None => {
             let mut m = handle.model();
             while !m.finished() {
@@ -492,6 +504,8 @@ pub struct CompareOptions {
     pub peers: Vec<Peer>,
     /// Worker threads (0: as many as the machine has cores).
     pub threads: usize,
+    /// Configuration for the `innopilot` peer instead of the defaults (`--config`).
+    pub innopilot_config: Option<Config>,
 }
 
 impl CompareOptions {
@@ -502,6 +516,7 @@ impl CompareOptions {
             scenarios: Scenario::all(),
             peers: Peer::all(),
             threads: 0,
+            innopilot_config: None,
         }
     }
 }
@@ -541,7 +556,11 @@ pub fn compare_with(opts: &CompareOptions) -> Result<CompareTable, SimError> {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some((s, p)) = cells.get(i) else { break };
-                let r = run(s, p, opts.seed).map(|r| summary(&r));
+                let cfg = opts
+                    .innopilot_config
+                    .as_ref()
+                    .filter(|_| p.name == "innopilot");
+                let r = run_with(s, p, opts.seed, cfg).map(|r| summary(&r));
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
