@@ -135,8 +135,8 @@ struct State {
     /// When the last-resort delay went on (ms).
     last_resort_since: Option<u64>,
     /// (innodb_max_purge_lag, innodb_max_purge_lag_delay) chosen when the last-resort
-    /// episode began, held until it ends.
-    last_resort_pair: Option<(u64, u64)>,
+    /// episode began, held until it ends, and the row time (µs) the delay was sized from.
+    last_resort_pair: Option<(u64, u64, Option<f64>)>,
     /// Since when the projection alone has been at or above the target (ms).
     proj_since: Option<u64>,
     /// The last-resort delay was on: keep releasing until the knobs are back.
@@ -505,7 +505,7 @@ impl Flush {
                 self.cfg.last_resort_delay_us,
                 self.cfg.last_resort_max_slowdown_pct,
             );
-            (lag_for_delay(flavor, h, d, h.max(1)), d)
+            (lag_for_delay(flavor, h, d, h.max(1)), d, row_time_us(s))
         };
         if now && !was {
             self.state.last_resort_since = Some(t);
@@ -517,12 +517,12 @@ impl Flush {
         let mut out = Vec::new();
         if now {
             self.state.releasing = true;
-            let (lag, d) = self
+            let (lag, d, row_us) = self
                 .state
                 .last_resort_pair
                 .unwrap_or_else(|| pair(input.signals));
             let got = dml_delay_us(flavor, h, lag, d, input.current);
-            let bound = match row_time_us(input.signals) {
+            let bound = match row_us {
                 Some(r) => format!(
                     "at most {} µs and {} % of a row's {r:.0} µs",
                     self.cfg.last_resort_delay_us, self.cfg.last_resort_max_slowdown_pct

@@ -189,9 +189,9 @@ pub struct Watermark {
     /// Purgeable history is over `yield_history_records` (and not yet under 80 % of
     /// it): purge threads are handed back.
     yielding: bool,
-    /// High mode's DML delay, chosen when high mode began (held until it ends, so the
-    /// row time's noise does not become SETs).
-    high_delay: Option<u64>,
+    /// High mode's DML delay and the row time (µs) it was sized from, chosen when high
+    /// mode began (held until it ends, so the row time's noise does not become SETs).
+    high_delay: Option<(u64, Option<f64>)>,
 }
 
 impl Watermark {
@@ -302,19 +302,20 @@ impl Watermark {
             // MariaDB ≥ 10.7.1. Its 10.6.5 pause between purge batches has no variable;
             // a DML delay slows the writers filling the redo instead.
             let lag = self.cfg.high_max_purge_lag;
-            let delay = if high {
+            let (delay, row_us) = if high {
                 *self.high_delay.get_or_insert_with(|| {
-                    small_delay_us(
+                    let d = small_delay_us(
                         input.signals,
                         self.cfg.high_delay_us,
                         self.cfg.high_max_slowdown_pct,
-                    )
+                    );
+                    (d, row_time_us(input.signals))
                 })
             } else {
                 self.high_delay = None;
-                0
+                (0, None)
             };
-            let bound = match row_time_us(input.signals) {
+            let bound = match row_us {
                 Some(r) if self.cfg.high_delay_us > 0 => format!(
                     " (at most {} µs and {} % of a row's {r:.0} µs when high mode began)",
                     self.cfg.high_delay_us, self.cfg.high_max_slowdown_pct
