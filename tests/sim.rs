@@ -250,12 +250,11 @@ fn outputs_are_written() {
     assert!(csv.lines().next().unwrap().contains("innodb_purge_threads"));
 }
 
-/// `innopilot simulate --compare --json` is one JSON object (what
-/// bench/side_by_side.py reads), with a row for every scenario and peer.
-#[test]
-fn compare_json_from_the_cli_is_one_object() {
+/// Runs the innopilot binary, which must succeed, and parses its standard output as
+/// one JSON document.
+fn innopilot_json(args: &[&str]) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
-        .args(["simulate", "--compare", "--json", "--seed", "1"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -263,7 +262,14 @@ fn compare_json_from_the_cli_is_one_object() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `innopilot simulate --compare --json` is one JSON object (what
+/// bench/side_by_side.py reads), with a row for every scenario and peer.
+#[test]
+fn compare_json_from_the_cli_is_one_object() {
+    let v = innopilot_json(&["simulate", "--compare", "--json", "--seed", "1"]);
     assert_eq!(v["seed"], 1, "not an object with a seed: {v}");
     let rows = v["rows"].as_array().expect("rows");
     let scenarios = v["scenarios"].as_array().expect("scenarios").len();
@@ -296,17 +302,7 @@ fn simulate_runs_the_given_config() {
             "--json",
         ];
         args.extend_from_slice(extra);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["sets"].as_u64().unwrap()
+        innopilot_json(&args)["sets"].as_u64().unwrap()
     };
     assert!(sets(&[]) > 0);
     assert_eq!(sets(&["--config", cfg.to_str().unwrap()]), 0);
