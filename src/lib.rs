@@ -4,49 +4,33 @@
 //!
 //! # Layout
 //!
-//! Modules follow the data path: server → sample → policy → arbiter → guard → actuator
-//! → audit and state.
+//! Modules follow the data path, each using only what stands above it:
+//! server → signals → policy → control → commands and outputs.
 //!
-//! - [`cli`]: command-line definition (clap), shared by the binary and generated docs.
-//! - [`config`]: raw TOML → validated [`config::Config`]; errors name key, line and range.
-//! - [`connect`]: resolves DSN, config, environment and defaults file into a server handle.
-//! - [`server`]: the [`server::Server`] trait (the one seam), the knob allowlist,
-//!   flavor/version detection and the capability table ([`server::flavor`]), DSNs and
-//!   credentials ([`server::dsn`]), the live sqlx connection ([`server::mysql`]).
-//! - [`sample`]: [`sample::Sample`] parsing and [`sample::Signals`] derived over a window.
-//! - [`policy`]: pure policies (signals → proposals): watermark buckets, purge rate,
-//!   flush and redo headroom, undo guard, replica lag; and the [`policy::arbiter`].
-//! - [`guard`]: bounds, steps, dwell, rate limit and operator-owned knobs.
-//! - [`actuator`]: SET GLOBAL in a safe order, read back, baseline restore.
-//! - [`state`]: the crash-safe state file and the recovery plan after a crash.
-//! - [`audit`]: the JSON Lines audit log.
-//! - [`control`]: the loop tying it together, and its lifecycle (start, reconnect,
-//!   server restarts, shutdown).
-//! - [`report`]: `status` and `watch` rendering (human table, JSON).
-//! - [`metrics`]: the snapshot the loop publishes and its Prometheus text rendering.
-//! - [`http`]: `/metrics`, `/healthz`, `/readyz` on a tiny tokio listener.
-//! - [`drain`]: `innopilot drain`, waiting for purge to catch up (before a shutdown).
-//! - [`diagnose`]: `innopilot diagnose`, a one-shot report with findings and SQL.
+//! - [`config`]: raw TOML and command-line overrides → one validated [`config::Config`].
+//! - [`server`]: what a server *is and returns*: the [`server::Server`] trait (the one
+//!   seam), the knob allowlist, errors, [`server::sample::Sample`] and its row parsing,
+//!   flavor and capabilities, DSNs and connecting, the live sqlx server, recordings.
+//! - [`signals`]: what is *derived* from samples: windows, rates, trends, restart
+//!   detection, and the purge estimate (purgeable vs blocked, who blocks).
+//! - [`policy`]: pure policies (signals → proposals), the registry that lists them, the
+//!   arbiter, and the servers' own formulas ([`policy::server_model`]).
+//! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
+//!   audit log, and the loop that performs plans (tick → typed report).
+//! - [`commands`]: `status`, `watch`, `diagnose`, `drain`, `record` / `replay`.
+//! - [`metrics`]: the snapshot the loop publishes and its Prometheus rendering.
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`sim`]: the deterministic InnoDB model behind the same `Server` trait, scenarios,
-//!   peers, the runner and the comparison table (`innopilot simulate`).
-//! - [`replay`]: recordings of samples (`innopilot record`) and replaying a policy over
-//!   them (`innopilot replay`).
+//!   peers from the policy registry, the runner and the comparison table.
+//! - [`cli`]: the command-line definition (clap), shared by the binary and generated docs.
 
-pub mod actuator;
-pub mod audit;
 pub mod cli;
+pub mod commands;
 pub mod config;
-pub mod connect;
 pub mod control;
-pub mod diagnose;
-pub mod drain;
-pub mod guard;
 pub mod http;
 pub mod metrics;
 pub mod policy;
-pub mod replay;
-pub mod report;
-pub mod sample;
 pub mod server;
+pub mod signals;
 pub mod sim;
-pub mod state;

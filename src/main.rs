@@ -10,20 +10,20 @@ use anyhow::Context;
 use clap::Parser;
 use tokio::time::MissedTickBehavior;
 
-use innopilot::audit::{AuditLog, Mode};
 use innopilot::cli::{Cli, Command, LogFormat};
+use innopilot::commands::diagnose;
+use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
+use innopilot::commands::status;
 use innopilot::config::{Config, ConfigError};
-use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
+use innopilot::control::audit::{AuditLog, Mode};
+use innopilot::control::state::StateStore;
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
-use innopilot::diagnose;
-use innopilot::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::metrics::Snapshot;
-use innopilot::report;
-use innopilot::sample::SignalWindow;
+use innopilot::server::connect::{live_server, resolve_target, PASSWORD_ENV};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
 use innopilot::server::{Capabilities, Server, ServerError};
-use innopilot::state::StateStore;
+use innopilot::signals::SignalWindow;
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -120,15 +120,15 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
         .ok()
         .flatten();
     if json {
-        let mut v = report::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
-        v["controller"] = report::controller_json(state.as_ref());
+        let mut v = status::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
+        v["controller"] = status::controller_json(state.as_ref());
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!(
             "{}",
-            report::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
+            status::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
         );
-        print!("{}", report::controller_text(state.as_ref()));
+        print!("{}", status::controller_text(state.as_ref()));
     }
     Ok(())
 }
@@ -149,7 +149,7 @@ async fn watch(
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut taken = 0u64;
     if !json {
-        println!("{}", report::watch_header());
+        println!("{}", status::watch_header());
     }
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -176,10 +176,10 @@ async fn watch(
                 if json {
                     println!(
                         "{}",
-                        report::watch_json(&signals, config.policy.purge_rate.min_view_age)
+                        status::watch_json(&signals, config.policy.purge_rate.min_view_age)
                     );
                 } else {
-                    println!("{}", report::watch_line(&signals));
+                    println!("{}", status::watch_line(&signals));
                 }
                 taken += 1;
                 if count.is_some_and(|c| taken >= c) {
@@ -386,9 +386,9 @@ async fn run_controller(
     let reload = (hup, config_path, overrides);
     let outcome = match record {
         Some(path) => {
-            let recorder = innopilot::replay::Recorder::create(path)
+            let recorder = innopilot::commands::replay::Recorder::create(path)
                 .with_context(|| format!("cannot create the recording {}", path.display()))?;
-            let server = innopilot::replay::RecordingServer::new(server, recorder);
+            let server = innopilot::commands::replay::RecordingServer::new(server, recorder);
             supervise(server, config, opts, audit, snapshot_tx, reload).await
         }
         None => supervise(server, config, opts, audit, snapshot_tx, reload).await,
@@ -776,7 +776,7 @@ fn simulate(
 }
 
 fn replay_cmd(cli: &Cli, file: &std::path::Path, policy: &str, json: bool) -> anyhow::Result<()> {
-    use innopilot::replay::{replay, Recording};
+    use innopilot::commands::replay::{replay, Recording};
     let rec = Recording::load(file)?;
     let config = if policy == "innopilot" {
         load_config(cli)?
@@ -803,12 +803,12 @@ async fn record_cmd(
     count: Option<u64>,
 ) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
-    let mut recorder = innopilot::replay::Recorder::create(out)
+    let mut recorder = innopilot::commands::replay::Recorder::create(out)
         .with_context(|| format!("cannot create the recording {}", out.display()))?;
     let shutdown = async {
         shutdown_signal().await;
     };
-    let n = innopilot::replay::record(
+    let n = innopilot::commands::replay::record(
         &mut server,
         &mut recorder,
         interval.unwrap_or(config.sampler.interval),

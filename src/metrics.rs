@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::sample::Signals;
 use crate::server::{Knob, KnobValues, ServerError};
+use crate::signals::Signals;
 
 /// Upper bounds (seconds) of the sample-duration histogram: a healthy sample takes a
 /// few milliseconds; anything near `server.query_timeout` is a server in trouble.
@@ -689,7 +689,7 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::Sample;
+    use crate::server::sample::Sample;
 
     fn snapshot() -> Snapshot {
         let now = Instant::now();

@@ -285,7 +285,7 @@ async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
             .await;
             // Its own baseline must be the real one, not what the killed run left.
             for (k, v) in &startup {
-                let want = innopilot::sample::parse_u64(v.as_deref().unwrap()).unwrap();
+                let want = innopilot::server::sample::parse_u64(v.as_deref().unwrap()).unwrap();
                 assert_eq!(start["baseline"][k], want, "run {i}: {k}");
             }
             signal(&child, "TERM");

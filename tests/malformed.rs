@@ -5,13 +5,13 @@
 //! verify as dynamic.
 
 use innopilot::config::Config;
-use innopilot::guard::{Guard, RejectKind, Verdict};
-use innopilot::sample::{build_sample, parse_u64, MetricRows, RowKind};
+use innopilot::control::guard::{Guard, RejectKind, Verdict};
 use innopilot::server::dsn::{parse_defaults, parse_dsn};
 use innopilot::server::flavor::{
     build_knob_caps, signal_sources, HistorySource, RedoSource, ReplicaSource, ServerIdentity,
     SignalSources, UndoSource, VariableMeta,
 };
+use innopilot::server::sample::{build_sample, parse_u64, MetricRows, RowKind};
 use innopilot::server::Knob;
 use proptest::prelude::*;
 

@@ -218,7 +218,7 @@ fn watch_signals(line: &Value) -> &serde_json::Map<String, Value> {
     let signals = line["signals"]
         .as_object()
         .unwrap_or_else(|| panic!("signals missing: {line}"));
-    for (key, _) in innopilot::report::signal_units() {
+    for (key, _) in innopilot::commands::status::signal_units() {
         assert!(signals.contains_key(key), "signal {key} missing: {line}");
     }
     signals
@@ -250,7 +250,7 @@ async fn status_json_has_every_signal_and_knob_with_units() {
     let signals = v["signals"]
         .as_object()
         .unwrap_or_else(|| panic!("no signals object: {v:#}"));
-    let units = innopilot::report::signal_units();
+    let units = innopilot::commands::status::signal_units();
     assert!(units.len() >= 20, "suspiciously few signals: {units:?}");
     for (key, unit) in &units {
         let s = signals
@@ -354,7 +354,7 @@ async fn status_text_table() {
         assert!(r.stdout.contains(needle), "no {needle:?} in the table: {r}");
     }
     // Every signal is a row.
-    for (key, _) in innopilot::report::signal_units() {
+    for (key, _) in innopilot::commands::status::signal_units() {
         assert!(
             r.stdout.lines().any(|l| l.starts_with(&format!("{key} "))),
             "no row for {key}: {r}"

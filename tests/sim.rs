@@ -7,8 +7,8 @@
 
 use std::time::Instant;
 
+use innopilot::commands::replay::{replay, Recording};
 use innopilot::config::Config;
-use innopilot::replay::{replay, Recording};
 use innopilot::sim::compare::{compare_with, run_recorded, to_csv, CompareOptions, SimRun};
 use innopilot::sim::{run, summary, Peer, Scenario};
 

@@ -66,13 +66,13 @@
 //! (recovery reads as well as writes, and may apply faster in batches): set T with a
 //! margin.
 //!
-//! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
+//! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 
-use super::purge_rate::{dml_delay_us, lag_for_delay, row_time_us, small_delay_us};
+use super::server_model::{dml_delay_us, lag_for_delay, row_time_us, small_delay_us};
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::config::FlushConfig;
-use crate::sample::Signals;
 use crate::server::Knob;
+use crate::signals::Signals;
 
 /// The last-resort delay stays on at least this long, so that the delay pair (whose
 /// two knobs have their own dwell times) takes effect together and the fill has
@@ -710,7 +710,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::policy::testkit::{self, Loop};
-    use crate::sample::{RedoSample, Sample};
+    use crate::server::sample::{RedoSample, Sample};
     use crate::server::{Capabilities, KnobValues};
     use proptest::prelude::*;
     use std::time::Duration;

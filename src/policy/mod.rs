@@ -9,13 +9,14 @@ pub mod arbiter;
 pub mod flush;
 pub mod purge_rate;
 pub mod replica;
+pub mod server_model;
 pub mod undo;
 pub mod watermark;
 
 use serde::Serialize;
 
-use crate::sample::Signals;
 use crate::server::{Capabilities, Knob, KnobValues};
+use crate::signals::Signals;
 
 /// Who proposed, for the audit log and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -111,6 +112,15 @@ pub fn build(cfg: &crate::config::PolicyConfig) -> Vec<Box<dyn Policy>> {
     out
 }
 
+/// "purge thread" or "purge threads", for reasons in words.
+pub(crate) fn threads_word(t: u64) -> &'static str {
+    if t == 1 {
+        "purge thread"
+    } else {
+        "purge threads"
+    }
+}
+
 /// A control policy.
 pub trait Policy: Send {
     fn id(&self) -> PolicyId;
@@ -132,10 +142,11 @@ pub(crate) mod testkit {
     use super::arbiter::{arbitrate, Decision};
     use super::{Policy, PolicyInput};
     use crate::config::Config;
-    use crate::guard::{Guard, Verdict};
-    use crate::sample::{Sample, SignalWindow, Signals};
+    use crate::control::guard::{Guard, Verdict};
     use crate::server::flavor::ReplicaSource;
+    use crate::server::sample::Sample;
     use crate::server::{Capabilities, Knob, KnobValues};
+    use crate::signals::{SignalWindow, Signals};
 
     /// Capabilities as probed: `read_only` is what MariaDB's SYSTEM_VARIABLES says;
     /// MySQL says nothing (None) and innopilot's version table decides.

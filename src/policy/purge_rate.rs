@@ -4,25 +4,9 @@
 //!
 //! # Purgeable and blocked history
 //!
-//! Purge may only remove the undo logs of transactions that committed before the
-//! oldest read view was created. Whatever entered history after that view began is
-//! *blocked* until the view ends, whatever purge threads or DML delay do. [`estimate`]
-//! splits `Innodb_history_list_length` H into purgeable P and blocked B = H − P from
-//! what [`Signals`] carry:
-//!
-//! - no transaction holds a read view at least `min_view_age` old: P = H;
-//! - otherwise, since the view began B only grows and P only shrinks, so P now is at
-//!   most the lowest history seen since then (`ViewHistory::min`, from the window's
-//!   hour-long memory): P ≤ min(H, H_min);
-//! - purge kept draining P after that minimum, at least about as fast as the fastest
-//!   drain seen lately ([`Signals::history_drain_rate`]): P ≤ H_min − drain · (now − t_min);
-//! - when the view began before innopilot's memory (started, reconnected, or older
-//!   than an hour), the unseen part of its life is extrapolated: history grew at least
-//!   at today's rate all along, so B ≥ max(0, history_rate) · (unseen seconds).
-//!
-//! Every step only *lowers* the purgeable estimate, so errors go toward "blocked",
-//! which means toward *not* delaying users. The failure modes are in
-//! `docs/policies.md`.
+//! The policy acts on the split of history into purgeable and blocked that
+//! [`crate::signals::purge`] derives; see there for how it is measured and which way
+//! its errors go (toward "blocked", so toward not delaying users).
 //!
 //! # The controller
 //!
@@ -88,14 +72,13 @@
 //! up while users are few (added threads stay). Once P is under [`RELEASE_SHARE`] of
 //! its budget with no thread added and no delay, everything is handed back.
 
-use std::time::Duration;
-
-use serde::Serialize;
-
+use super::server_model::{dml_delay_us, lag_for_delay};
+use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::config::PurgeRateConfig;
-use crate::sample::{Signals, TrxInfo};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues};
+use crate::signals::purge::{estimate, Culprit, PurgeEstimate};
+use crate::signals::Signals;
 
 /// The smallest DML delay proposed, µs: the delay stage maps its effort u ∈ (0, 1]
 /// geometrically onto [MIN_DELAY_US, max_delay_us].
@@ -122,262 +105,6 @@ pub const NO_AUTHORITY_PAUSE_MS: u64 = 600_000;
 /// Below this share of the budget added purge threads are taken back one by one and,
 /// with nothing left in use, everything is handed back.
 pub const RELEASE_SHARE: f64 = 0.5;
-
-/// The transaction whose read view keeps history from being purged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Culprit {
-    pub trx_id: String,
-    /// Connection id: `KILL <thread_id>` ends it.
-    pub thread_id: Option<u64>,
-    pub user: Option<String>,
-    pub host: Option<String>,
-    /// Seconds since the transaction started.
-    pub age_s: u64,
-}
-
-impl Culprit {
-    pub fn from_trx(t: &TrxInfo) -> Self {
-        Culprit {
-            trx_id: t.trx_id.clone(),
-            thread_id: t.thread_id,
-            user: t.user.clone(),
-            host: t.host.clone(),
-            age_s: t.age_s,
-        }
-    }
-
-    /// `user@host`, with `?` for what is unknown.
-    pub fn account(&self) -> String {
-        format!(
-            "{}@{}",
-            self.user.as_deref().unwrap_or("?"),
-            self.host.as_deref().unwrap_or("?")
-        )
-    }
-
-    /// "trx 1234 (thread 56, app@10.0.0.5) open 312 s".
-    pub fn describe(&self) -> String {
-        let thread = self
-            .thread_id
-            .map_or_else(|| "thread ?".to_string(), |t| format!("thread {t}"));
-        format!(
-            "trx {} ({thread}, {}) open {} s",
-            self.trx_id,
-            self.account(),
-            self.age_s
-        )
-    }
-}
-
-/// How the purgeable/blocked split was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Basis {
-    /// No transaction holds a read view at least `min_view_age` old: all history is
-    /// purgeable.
-    NoBlockingView,
-    /// The view began while innopilot was watching: history at its start is known.
-    ViewStartSeen,
-    /// The view began before innopilot's memory: the unseen part is extrapolated from
-    /// the current history rate.
-    Extrapolated,
-}
-
-/// History split into what purge can remove now and what a read view blocks.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PurgeEstimate {
-    /// `Innodb_history_list_length` (undo logs not yet purged).
-    pub history: u64,
-    /// Estimated part purge can remove now (an upper estimate).
-    pub purgeable: u64,
-    /// `history − purgeable`: newer than the oldest read view.
-    pub blocked: u64,
-    /// The transaction holding the oldest read view, when it is old enough to matter.
-    pub culprit: Option<Culprit>,
-    pub basis: Basis,
-}
-
-impl PurgeEstimate {
-    /// Purge is blocked: a read view holds back at least as much history as purge can
-    /// still remove. DML delay cannot help then.
-    pub fn is_blocked(&self) -> bool {
-        self.culprit.is_some() && self.blocked > 0 && self.blocked >= self.purgeable
-    }
-}
-
-/// Splits history into purgeable and blocked (see the module documentation). `None`
-/// when history length is unknown. Pure: `status`, metrics and the policy all call it
-/// on the same [`Signals`].
-pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstimate> {
-    let h = signals.history_len?;
-    let view = signals
-        .sample
-        .oldest_trx
-        .as_ref()
-        .filter(|t| t.holds_read_view && t.age_s >= min_view_age.as_secs());
-    let Some(trx) = view else {
-        return Some(PurgeEstimate {
-            history: h,
-            purgeable: h,
-            blocked: 0,
-            culprit: None,
-            basis: Basis::NoBlockingView,
-        });
-    };
-    let age_s = trx.age_s as f64;
-    // Growth before memory began, at least today's rate (0 when shrinking).
-    let inflow = signals
-        .history_rate
-        .filter(|r| r.is_finite())
-        .unwrap_or(0.0)
-        .max(0.0);
-    let (purgeable, basis) = match signals.view_history {
-        Some(v) => {
-            let (unseen_blocked, basis) = if v.at_start.is_some() {
-                (0.0, Basis::ViewStartSeen)
-            } else {
-                (inflow * (age_s - v.covered_s).max(0.0), Basis::Extrapolated)
-            };
-            let mut p = v.min as f64 - unseen_blocked;
-            if let Some(d) = signals.history_drain_rate.filter(|d| d.is_finite()) {
-                let since = signals.t_ms.saturating_sub(v.min_t_ms) as f64 / 1000.0;
-                p -= d.max(0.0) * since;
-            }
-            (p, basis)
-        }
-        None => (h as f64 - inflow * age_s, Basis::Extrapolated),
-    };
-    let purgeable = (purgeable.max(0.0) as u64).min(h);
-    Some(PurgeEstimate {
-        history: h,
-        purgeable,
-        blocked: h - purgeable,
-        culprit: Some(Culprit::from_trx(trx)),
-        basis,
-    })
-}
-
-/// MySQL 8.0.14+'s DML delay (trx0purge.cc, `trx_purge_dml_delay`), in µs: only when
-/// history exceeds purge_threads × batch_size and max_purge_lag; counts all history,
-/// purgeable or not.
-pub fn mysql_dml_delay_us(
-    history: u64,
-    max_purge_lag: u64,
-    max_delay: u64,
-    purge_threads: u64,
-    batch_size: u64,
-) -> u64 {
-    if max_purge_lag == 0 || history <= purge_threads.saturating_mul(batch_size) {
-        return 0;
-    }
-    let ratio = history as f64 / max_purge_lag as f64;
-    if ratio <= 1.0 {
-        return 0;
-    }
-    // innodb_max_purge_lag_delay = 0 caps the delay at 0: no delay at all.
-    let d = ((ratio - 0.9995) * 10_000.0).max(0.0);
-    (d as u64).min(max_delay)
-}
-
-/// MariaDB 10.11's DML delay (trx0purge.cc, `trx_purge`), in µs, for a purge batch
-/// that handled pages; a batch that handled none (purge blocked) sets 0.
-pub fn mariadb_dml_delay_us(history: u64, max_purge_lag: u64, max_delay: u64) -> u64 {
-    if max_purge_lag == 0 || history <= max_purge_lag || max_delay == 0 {
-        return 0;
-    }
-    let d = history.saturating_mul(10_000) / max_purge_lag;
-    max_delay.min(d.saturating_sub(5_000))
-}
-
-/// The delay this flavor's formula gives (MariaDB: while purge handles pages).
-pub fn dml_delay_us(
-    flavor: Flavor,
-    history: u64,
-    max_purge_lag: u64,
-    max_delay: u64,
-    knobs: &KnobValues,
-) -> u64 {
-    match flavor {
-        Flavor::MariaDb => mariadb_dml_delay_us(history, max_purge_lag, max_delay),
-        Flavor::MySql => mysql_dml_delay_us(
-            history,
-            max_purge_lag,
-            max_delay,
-            knobs.get(&Knob::PurgeThreads).copied().unwrap_or(4),
-            knobs.get(&Knob::PurgeBatchSize).copied().unwrap_or(300),
-        ),
-    }
-}
-
-/// How long one row change takes a user thread, µs: the threads running statements
-/// (less innopilot's own sampling query, which Threads_running counts) over the rows
-/// changed per second. `None` when the DML rate is unknown or under 1 row/s.
-pub fn row_time_us(s: &Signals) -> Option<f64> {
-    let dml = s.dml_rate.filter(|r| r.is_finite() && *r >= 1.0)?;
-    let threads = s.sample.threads_running?.saturating_sub(1).max(1) as f64;
-    Some(threads / dml * 1e6)
-}
-
-/// The per-row DML delay that slows row changes by `slowdown_pct` % when one takes
-/// `row_us`: a thread's rate goes from 1/t to 1/(t + d), a loss of d/(t + d), so
-/// d = t·s/(1 − s). At least 1 µs. Both servers sleep once per row changed
-/// (MariaDB `row_mysql_delay_if_needed`, MySQL `row_mysql_delay_if_needed`), so a
-/// fixed delay that is small for a 5 ms statement is a wall for a 90 µs one: at 1 ms
-/// the real-server benchmark's 45 k rows/s fell to 4 k.
-pub fn delay_for_slowdown_us(row_us: f64, slowdown_pct: f64) -> u64 {
-    let s = (slowdown_pct / 100.0).clamp(0.0, 0.99);
-    let d = row_us * s / (1.0 - s);
-    if d.is_finite() {
-        (d.round() as u64).max(1)
-    } else {
-        1
-    }
-}
-
-/// A DML delay of at most `cap_us` that costs users at most `slowdown_pct` % of their
-/// row rate, when the row time is known (else the cap), and 0 when the cap is 0.
-pub fn small_delay_us(s: &Signals, cap_us: u64, slowdown_pct: f64) -> u64 {
-    if cap_us == 0 {
-        return 0;
-    }
-    row_time_us(s).map_or(cap_us, |t| {
-        delay_for_slowdown_us(t, slowdown_pct).min(cap_us)
-    })
-}
-
-/// Rounds down to two significant digits (123456 → 120000), so the lag does not
-/// change with every record of history.
-fn two_digits_down(x: u64) -> u64 {
-    if x < 100 {
-        return x;
-    }
-    let mut p = 1u64;
-    while x / p >= 100 {
-        p *= 10;
-    }
-    x / p * p
-}
-
-/// The `innodb_max_purge_lag` that makes this flavor delay DML by `delay_us` at
-/// `history` (with `innodb_max_purge_lag_delay` = `delay_us` as the cap): the largest
-/// lag whose formula reaches the cap, at most `knee` (the history level where the delay
-/// should stop), rounded down to two significant digits. At least 1.
-pub fn lag_for_delay(flavor: Flavor, history: u64, delay_us: u64, knee: u64) -> u64 {
-    let h = history as f64;
-    let d = delay_us as f64;
-    let most = match flavor {
-        // (h/L − 0.9995)·10000 ≥ d  ⇔  L ≤ h / (0.9995 + d/10000)
-        Flavor::MySql => h / (0.9995 + d / 10_000.0),
-        // 10000·h/L − 5000 ≥ d and h > L  ⇔  L ≤ 10000·h/(5000 + d), L < h
-        Flavor::MariaDb => (10_000.0 * h / (5_000.0 + d)).min(h - 1.0),
-    };
-    let most = if most.is_finite() && most >= 1.0 {
-        most.floor() as u64
-    } else {
-        1
-    };
-    two_digits_down(most.min(knee.max(1))).max(1)
-}
 
 /// The PID's memory between ticks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -473,14 +200,6 @@ fn rate(x: f64) -> String {
         format!("{x:+.0}")
     } else {
         format!("{x:+.1}")
-    }
-}
-
-fn threads_word(t: u64) -> &'static str {
-    if t == 1 {
-        "purge thread"
-    } else {
-        "purge threads"
     }
 }
 
@@ -1025,50 +744,13 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::policy::testkit::{self, Loop};
-    use crate::sample::{RedoSample, Sample, SignalWindow, ViewHistory};
+    use crate::server::sample::{RedoSample, Sample};
+    use crate::signals::purge::testkit::{signals_with, trx};
+    use crate::signals::ViewHistory;
     use proptest::prelude::*;
 
     fn cfg() -> PurgeRateConfig {
         Config::default().policy.purge_rate
-    }
-
-    /// The real-server benchmark's load: 4 sysbench threads (Threads_running 5 with
-    /// innopilot's own query) changing 45 000 rows/s, 89 µs a row.
-    #[test]
-    fn small_delays_follow_the_row_time() {
-        let mut s = Signals {
-            dml_rate: Some(45_000.0),
-            ..Signals::default()
-        };
-        s.sample.threads_running = Some(5);
-        let t = row_time_us(&s).unwrap();
-        assert!((t - 88.9).abs() < 0.1, "{t}");
-        // 20 %: d = t·0.2/0.8 ≈ 22 µs, far under a 1 ms cap.
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 22);
-        // A slow workload (5 ms rows): the cap binds.
-        s.dml_rate = Some(800.0);
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
-        // Unknown or idle: the cap alone; a zero cap is no delay at all.
-        s.dml_rate = None;
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
-        s.dml_rate = Some(0.5);
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
-        assert_eq!(small_delay_us(&s, 0, 20.0), 0);
-    }
-
-    fn trx(age_s: u64, holds: bool) -> TrxInfo {
-        TrxInfo {
-            trx_id: "1234".into(),
-            thread_id: Some(56),
-            age_s,
-            user: Some("app".into()),
-            host: Some("10.0.0.5".into()),
-            state: Some("RUNNING".into()),
-            isolation: Some("REPEATABLE READ".into()),
-            command: Some("Sleep".into()),
-            holds_read_view: holds,
-            active_count: Some(5),
-        }
     }
 
     fn baseline(threads: u64) -> KnobValues {
@@ -1217,158 +899,9 @@ mod tests {
         ps.iter().find(|p| p.knob == knob)
     }
 
-    fn signals_with(history: u64, rate: f64, trx: Option<TrxInfo>) -> Signals {
-        Signals {
-            t_ms: 100_000,
-            history_len: Some(history),
-            history_rate: Some(rate),
-            dml_rate: Some(10_000.0),
-            redo_fill: Some(0.1),
-            window_s: 10.0,
-            sample: Sample {
-                t_ms: 100_000,
-                history_len: Some(history),
-                oldest_trx: trx,
-                ..Sample::default()
-            },
-            ..Signals::default()
-        }
-    }
-
     // ---- the estimate ---------------------------------------------------------------
 
-    #[test]
-    fn without_a_read_view_everything_is_purgeable() {
-        let s = signals_with(700_000, 5_000.0, None);
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!(
-            (e.purgeable, e.blocked, e.basis),
-            (700_000, 0, Basis::NoBlockingView)
-        );
-        assert!(!e.is_blocked());
-        // A young view, or one that holds no read view, does not count.
-        for t in [trx(5, true), trx(600, false)] {
-            let s = signals_with(700_000, 5_000.0, Some(t));
-            let e = estimate(&s, Duration::from_secs(10)).unwrap();
-            assert_eq!(e.blocked, 0);
-            assert!(e.culprit.is_none());
-        }
-        assert!(estimate(&Signals::default(), Duration::ZERO).is_none());
-    }
-
-    #[test]
-    fn history_since_the_view_began_is_blocked() {
-        let mut s = signals_with(305_000, 30_000.0, Some(trx(10, true)));
-        s.view_history = Some(ViewHistory {
-            at_start: Some(5_000),
-            min: 5_000,
-            min_t_ms: 90_000,
-            covered_s: 10.0,
-        });
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!(e.basis, Basis::ViewStartSeen);
-        assert_eq!((e.purgeable, e.blocked), (5_000, 300_000));
-        assert!(e.is_blocked());
-        assert_eq!(
-            e.culprit.as_ref().unwrap().describe(),
-            "trx 1234 (thread 56, app@10.0.0.5) open 10 s"
-        );
-        // Purge drained at 80 000/s lately: the 5 000 from before are long gone.
-        s.history_drain_rate = Some(80_000.0);
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!((e.purgeable, e.blocked), (0, 305_000));
-    }
-
-    #[test]
-    fn a_view_older_than_memory_is_extrapolated() {
-        // innopilot started 5 s ago; the view is 300 s old and history grows 2 000/s.
-        let mut s = signals_with(800_000, 2_000.0, Some(trx(300, true)));
-        s.view_history = Some(ViewHistory {
-            at_start: None,
-            min: 790_000,
-            min_t_ms: 95_000,
-            covered_s: 5.0,
-        });
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!(e.basis, Basis::Extrapolated);
-        // 295 unseen seconds × 2 000/s = 590 000 blocked before memory began.
-        assert_eq!(e.purgeable, 200_000);
-        assert_eq!(e.blocked, 600_000);
-        // `status` has two samples and no memory: the rate over the view's whole life.
-        s.view_history = None;
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!((e.purgeable, e.blocked), (200_000, 600_000));
-        // A shrinking history extrapolates nothing.
-        let s = signals_with(800_000, -100.0, Some(trx(300, true)));
-        assert_eq!(estimate(&s, Duration::ZERO).unwrap().blocked, 0);
-    }
-
-    #[test]
-    fn the_window_feeds_the_estimate() {
-        // Steady state at 5 000, a view opens at t = 20 s, history grows 30 000/s.
-        let mut w = SignalWindow::new(Duration::from_secs(10));
-        let mut last = None;
-        for t in 0..40u64 {
-            let (h, view) = if t < 20 {
-                (5_000, None)
-            } else {
-                (5_000 + (t - 20) * 30_000, Some(trx(t - 20, true)))
-            };
-            last = Some(w.push(Sample {
-                t_ms: t * 1000,
-                uptime_s: Some(100 + t),
-                history_len: Some(h),
-                oldest_trx: view,
-                ..Sample::default()
-            }));
-        }
-        let s = last.unwrap();
-        let v = s.view_history.unwrap();
-        assert_eq!(v.at_start, Some(5_000));
-        assert_eq!(v.min, 5_000);
-        let e = estimate(&s, Duration::from_secs(10)).unwrap();
-        assert_eq!(e.basis, Basis::ViewStartSeen);
-        assert_eq!(e.purgeable, 5_000);
-        assert_eq!(e.blocked, 19 * 30_000);
-        assert!(e.is_blocked());
-    }
-
     // ---- the delay formulas ---------------------------------------------------------
-
-    #[test]
-    fn delay_formulas_per_flavor() {
-        assert_eq!(mysql_dml_delay_us(100_000, 100_000, 10_000, 4, 300), 0);
-        // (2 − 0.9995)·10000 = 10005, capped.
-        assert_eq!(mysql_dml_delay_us(200_000, 100_000, 10_000, 4, 300), 10_000);
-        assert_eq!(mysql_dml_delay_us(110_000, 100_000, 10_000, 4, 300), 1_005);
-        // Not above purge_threads × batch_size: nothing.
-        assert_eq!(mysql_dml_delay_us(1_000, 10, 10_000, 4, 300), 0);
-        assert_eq!(mariadb_dml_delay_us(100_001, 100_000, 10_000), 5_000);
-        assert_eq!(mariadb_dml_delay_us(120_000, 100_000, 10_000), 7_000);
-        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 0), 0);
-    }
-
-    #[test]
-    fn lag_for_delay_reaches_the_wanted_delay() {
-        let knobs = baseline(4);
-        for flavor in [Flavor::MySql, Flavor::MariaDb] {
-            for (h, d, knee) in [
-                (812_000, 1_200, 500_000),
-                (812_000, 9_000, 500_000),
-                (600_000, 50, 500_000),
-                (520_000, 3_000, 500_000),
-                (2_000, 10, 1_500),
-            ] {
-                let lag = lag_for_delay(flavor, h, d, knee);
-                assert!(lag <= knee && lag >= 1, "{flavor} {h} {d}: {lag}");
-                let got = dml_delay_us(flavor, h, lag, d, &knobs);
-                assert_eq!(got, d, "{flavor} h {h} d {d}: lag {lag} gives {got}");
-            }
-        }
-        assert_eq!(two_digits_down(123_456), 120_000);
-        assert_eq!(two_digits_down(99), 99);
-        assert_eq!(lag_for_delay(Flavor::MariaDb, 0, 100, 10), 1);
-    }
 
     // ---- decisions ------------------------------------------------------------------
 
@@ -1830,22 +1363,6 @@ mod tests {
     }
 
     proptest! {
-        /// The delay never costs more than the slowdown asked for (beyond rounding to
-        /// whole µs), never exceeds the cap, and grows with the slowdown.
-        #[test]
-        fn small_delay_bounds(
-            row_us in 1.0..100_000.0f64,
-            pct in 1.0..90.0f64,
-            cap in 1u64..100_000,
-        ) {
-            let d = delay_for_slowdown_us(row_us, pct);
-            let loss = d as f64 / (row_us + d as f64);
-            prop_assert!(d == 1 || loss <= pct / 100.0 + 0.5 / (row_us + d as f64), "{d} {loss}");
-            prop_assert!(delay_for_slowdown_us(row_us, (pct + 5.0).min(90.0)) >= d);
-            let mut s = Signals { dml_rate: Some(4.0e6 / row_us), ..Signals::default() };
-            s.sample.threads_running = Some(5);
-            prop_assert!(small_delay_us(&s, cap, pct) <= cap);
-        }
 
         #[test]
         fn proposals_stay_in_bounds(
@@ -1926,36 +1443,6 @@ mod tests {
             }
         }
 
-        /// The split adds up, and more evidence of blocking never makes more purgeable:
-        /// an older view, a faster inflow, a faster drain.
-        #[test]
-        fn estimate_is_consistent_and_monotone(
-            h in 0u64..50_000_000,
-            age in 0u64..100_000,
-            rate in -100_000.0..100_000.0f64,
-            min in 0u64..50_000_000,
-            covered in 0.0..4_000.0f64,
-            seen_start in any::<bool>(),
-            drain in prop::option::of(0.0..200_000.0f64),
-        ) {
-            let view = |age: u64, rate: f64, drain: Option<f64>| {
-                let mut s = signals_with(h, rate, Some(trx(age, true)));
-                s.view_history = Some(ViewHistory {
-                    at_start: seen_start.then_some(min),
-                    min: min.min(h),
-                    min_t_ms: 90_000,
-                    covered_s: covered.min(age as f64),
-                });
-                s.history_drain_rate = drain;
-                estimate(&s, Duration::ZERO).unwrap()
-            };
-            let e = view(age, rate, drain);
-            prop_assert_eq!(e.purgeable + e.blocked, h);
-            prop_assert!(e.purgeable <= h);
-            prop_assert!(view(age + 100, rate, drain).purgeable <= e.purgeable);
-            prop_assert!(view(age, rate + 1_000.0, drain).purgeable <= e.purgeable);
-            prop_assert!(view(age, rate, Some(drain.unwrap_or(0.0) + 1_000.0)).purgeable <= e.purgeable);
-        }
 
         /// No DML delay is ever proposed while the estimate says blocked.
         #[test]

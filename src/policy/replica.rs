@@ -152,9 +152,10 @@ impl Policy for ReplicaLag {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::sample::{Sample, Signals};
     use crate::server::flavor::ReplicaSource;
+    use crate::server::sample::Sample;
     use crate::server::{Capabilities, KnobValues};
+    use crate::signals::Signals;
 
     fn caps(version: &str) -> Capabilities {
         crate::server::flavor::fixture_caps_writable(version, ReplicaSource::ShowReplicaStatus)

@@ -23,16 +23,16 @@
 //! need, and a tablespace holding live undo is not truncated), the reasons say so and
 //! name the transaction.
 //!
-//! [`Sample::undo_bytes`]: crate::sample::Sample::undo_bytes
-//! [`Sample::undo_tablespaces`]: crate::sample::Sample::undo_tablespaces
+//! [`Sample::undo_bytes`]: crate::server::sample::Sample::undo_bytes
+//! [`Sample::undo_tablespaces`]: crate::server::sample::Sample::undo_tablespaces
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::purge_rate::estimate;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::config::UndoConfig;
 use crate::server::Knob;
+use crate::signals::purge::estimate;
 
 /// The truncation rate is judged over at least this much counter history.
 const RATE_MIN_SPAN_MS: u64 = 10 * 60_000;
@@ -250,8 +250,9 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::policy::testkit;
-    use crate::sample::{Sample, Signals, TrxInfo};
+    use crate::server::sample::{Sample, TrxInfo};
     use crate::server::{Capabilities, KnobValues};
+    use crate::signals::Signals;
     use proptest::prelude::*;
 
     fn cfg() -> UndoConfig {

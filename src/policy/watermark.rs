@@ -38,15 +38,17 @@
 //! outranks this one, still guards the sync-flush cliff, but cannot always hold it:
 //! the yield trades debt for stalls, hence off (0) by default.
 //!
-//! [`Signals::redo_fill`]: crate::sample::Signals::redo_fill
+//! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`estimate`]: super::purge_rate::estimate
 
 use std::time::Duration;
 
-use super::purge_rate::{estimate, row_time_us, small_delay_us};
+use super::server_model::{mariadb_dml_delay_us, row_time_us, small_delay_us};
+use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use crate::config::{hard_range, WatermarkConfig};
 use crate::server::{Capabilities, Knob, KnobValues};
+use crate::signals::purge::estimate;
 
 /// Where the fill sits, from least to most throttled. The derived order is the
 /// throttling order: `Below < Bucket(1) < … < Bucket(N) < High`.
@@ -162,24 +164,6 @@ fn num(x: f64) -> String {
     } else {
         format!("{r:.1}")
     }
-}
-
-fn threads_word(t: u64) -> &'static str {
-    if t == 1 {
-        "purge thread"
-    } else {
-        "purge threads"
-    }
-}
-
-/// MariaDB 10.11's DML delay (trx0purge.cc, `trx_purge`), in µs, for a batch that
-/// handled pages; a batch that handled none (purge blocked by a read view) sets 0.
-fn mariadb_dml_delay_us(history: u64, max_purge_lag: u64, max_delay: u64) -> u64 {
-    if max_purge_lag == 0 || history <= max_purge_lag || max_delay == 0 {
-        return 0;
-    }
-    let d = history.saturating_mul(10_000) / max_purge_lag;
-    max_delay.min(d.saturating_sub(5_000))
 }
 
 /// The MariaDB 10.6.5 watermark buckets over redo fill. See the module documentation.
@@ -439,8 +423,8 @@ impl Policy for Watermark {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::sample::Signals;
     use crate::server::flavor::ReplicaSource;
+    use crate::signals::Signals;
     use proptest::prelude::*;
 
     fn cfg() -> WatermarkConfig {

@@ -4,9 +4,11 @@
 //! The live implementation ([`mysql::LiveServer`]) speaks to MariaDB or MySQL over sqlx;
 //! the simulator implements the same trait, so the control loop cannot tell them apart.
 
+pub mod connect;
 pub mod dsn;
 pub mod flavor;
 pub mod mysql;
+pub mod sample;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use flavor::{Capabilities, Dynamic, Flavor, KnobCap, ServerIdentity, SignalSources, Version};
 
-use crate::sample::Sample;
+pub use sample::Sample;
 
 /// The allowlist. A variable that is not a variant here can never be named in a `SET
 /// GLOBAL` that innopilot sends: SQL text is built from [`Knob::var_name`] alone.

@@ -23,11 +23,11 @@ use super::flavor::{
     build_knob_caps, replica_statement, signal_sources, Flavor, ReplicaSource, ServerIdentity,
     UndoSource, VariableMeta, Version,
 };
-use super::{Capabilities, Knob, KnobValues, Server, ServerError};
-use crate::sample::{
+use super::sample::{
     build_sample, holds_read_view, parse_u64, MetricRows, RowKind, Sample, TrxInfo,
     EXTRA_VARIABLE_NAMES, METRIC_NAMES, STATUS_NAMES,
 };
+use super::{Capabilities, Knob, KnobValues, Server, ServerError};
 
 /// How to talk to the server.
 #[derive(Debug, Clone)]

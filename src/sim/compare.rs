@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::audit::AuditLog;
 use crate::config::Config;
+use crate::control::audit::AuditLog;
 use crate::control::{Controller, RunOptions};
 use crate::server::{Knob, Server};
 
@@ -287,8 +287,8 @@ pub fn run_recorded(
         path: recording.to_path_buf(),
         message: e.to_string(),
     };
-    let recorder = crate::replay::Recorder::create(recording).map_err(io)?;
-    let server = crate::replay::RecordingServer::new(handle.clone(), recorder);
+    let recorder = crate::commands::replay::Recorder::create(recording).map_err(io)?;
+    let server = crate::commands::replay::RecordingServer::new(handle.clone(), recorder);
     let audit = match peer.config() {
         None => {
             // A static peer: record what a passive `innopilot record` would see.

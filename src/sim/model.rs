@@ -30,10 +30,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use crate::sample::{build_sample, MetricRows, RowKind, Sample, TrxInfo};
 use crate::server::flavor::{
     build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
 };
+use crate::server::sample::{build_sample, MetricRows, RowKind, Sample, TrxInfo};
 use crate::server::{Capabilities, Knob, KnobValues, Server, ServerError};
 
 use super::scenario::{Scenario, SimFlavor};

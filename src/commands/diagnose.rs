@@ -20,9 +20,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::sample::{SignalWindow, Signals};
 use crate::server::mysql::{LiveServer, SessionInfo};
 use crate::server::{Capabilities, Flavor, Knob, Server, ServerError};
+use crate::signals::{SignalWindow, Signals};
 
 /// Variables `diagnose` reads besides the sample (constant names only).
 pub const VARIABLES: &[&str] = &[
@@ -161,7 +161,7 @@ impl Facts {
     }
     fn var_u64(&self, name: &str) -> Option<u64> {
         self.var(name)
-            .and_then(|v| crate::sample::parse_u64(v).ok())
+            .and_then(|v| crate::server::sample::parse_u64(v).ok())
     }
     fn var_on(&self, name: &str) -> Option<bool> {
         self.var_u64(name).map(|v| v != 0)
@@ -343,7 +343,7 @@ fn purge(f: &Facts) -> Vec<Finding> {
     let trx = s.sample.oldest_trx.as_ref();
     // The purge-rate policy's split of history into purgeable and blocked (an
     // estimate that errs toward "blocked"), with the configured minimum view age.
-    let est = crate::policy::purge_rate::estimate(s, f.min_view_age);
+    let est = crate::signals::purge::estimate(s, f.min_view_age);
     let blocking = trx.filter(|t| {
         t.holds_read_view
             && t.age_s >= f.min_view_age.as_secs()
@@ -383,7 +383,7 @@ fn purge(f: &Facts) -> Vec<Finding> {
             severity,
             format!(
                 "Purge is blocked by {} (connection {}, {account}), open for {} s",
-                crate::drain::trx_name(&t.trx_id),
+                crate::commands::drain::trx_name(&t.trx_id),
                 thread.map(|i| i.to_string()).unwrap_or_else(|| "?".into()),
                 t.age_s
             ),
@@ -728,7 +728,7 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
         "unix_ms": f.signals.sample.unix_ms,
         "worst": worst,
         "findings": findings,
-        "signals": crate::report::watch_json(&f.signals, f.min_view_age)["signals"],
+        "signals": crate::commands::status::watch_json(&f.signals, f.min_view_age)["signals"],
     })
 }
 
@@ -763,8 +763,8 @@ pub fn to_text(f: &Facts, findings: &[Finding], target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{RedoSample, Sample, TrxInfo};
     use crate::server::flavor::ReplicaSource;
+    use crate::server::sample::{RedoSample, Sample, TrxInfo};
 
     fn caps() -> Capabilities {
         crate::server::flavor::fixture_caps_writable("10.11.19-MariaDB", ReplicaSource::NotReplica)

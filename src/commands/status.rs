@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::sample::Signals;
 use crate::server::{Capabilities, Dynamic, Knob};
+use crate::signals::Signals;
 
 /// One signal for display.
 #[derive(Debug, Clone, Serialize)]
@@ -36,7 +36,7 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
     let x = &s.sample;
     let pct = |v: Option<f64>| num(v.map(|f| f * 100.0));
     let trx = x.oldest_trx.as_ref();
-    let purge = crate::policy::purge_rate::estimate(s, min_view_age);
+    let purge = crate::signals::purge::estimate(s, min_view_age);
     let row = |key, value, unit, help| SignalRow {
         key,
         value,
@@ -273,7 +273,7 @@ fn knob_json(caps: &Capabilities, s: &Signals) -> Value {
 }
 
 /// What `status` tells about a controller, from its state file.
-pub fn controller_json(state: Option<&crate::state::StateFile>) -> Value {
+pub fn controller_json(state: Option<&crate::control::state::StateFile>) -> Value {
     match state {
         None => Value::Null,
         Some(st) => json!({
@@ -327,7 +327,7 @@ fn show(key: &str, v: &Value) -> String {
 }
 
 /// The controller section of `status` as text (empty without a state file).
-pub fn controller_text(state: Option<&crate::state::StateFile>) -> String {
+pub fn controller_text(state: Option<&crate::control::state::StateFile>) -> String {
     let Some(st) = state else {
         return String::new();
     };

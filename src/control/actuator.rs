@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::control::state::{StateFile, StateStore};
 use crate::server::{Knob, KnobValues, Server, ServerError};
-use crate::state::{StateFile, StateStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActuatorError {
@@ -14,7 +14,7 @@ pub enum ActuatorError {
     State {
         knob: Knob,
         #[source]
-        source: crate::state::StateError,
+        source: crate::control::state::StateError,
     },
     #[error(transparent)]
     Server(#[from] ServerError),
@@ -84,7 +84,7 @@ impl Actuator {
     }
 
     /// Writes the state file (live mode only).
-    pub fn persist(&mut self, now_unix_ms: u64) -> Result<(), crate::state::StateError> {
+    pub fn persist(&mut self, now_unix_ms: u64) -> Result<(), crate::control::state::StateError> {
         self.state.updated_unix_ms = now_unix_ms;
         match (&self.store, self.dry_run) {
             (Some(store), false) => store.save(&self.state),
@@ -98,7 +98,7 @@ impl Actuator {
         &mut self,
         baseline: KnobValues,
         now_unix_ms: u64,
-    ) -> Result<(), crate::state::StateError> {
+    ) -> Result<(), crate::control::state::StateError> {
         self.state.baseline = baseline;
         self.state.last_set.clear();
         self.state.previous.clear();
@@ -125,7 +125,7 @@ impl Actuator {
         knob: Knob,
         value: u64,
         now_unix_ms: u64,
-    ) -> Result<(), crate::state::StateError> {
+    ) -> Result<(), crate::control::state::StateError> {
         self.state.baseline.insert(knob, value);
         self.state.last_set.remove(&knob);
         self.persist(now_unix_ms)
@@ -226,7 +226,7 @@ impl Actuator {
     }
 
     /// Marks the state clean (baseline restored; nothing to recover) and saves it.
-    pub fn finish(&mut self, now_unix_ms: u64) -> Result<(), crate::state::StateError> {
+    pub fn finish(&mut self, now_unix_ms: u64) -> Result<(), crate::control::state::StateError> {
         self.state.clean = true;
         self.persist(now_unix_ms)
     }

@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::actuator::order_changes;
 use crate::config::KnobLimits;
-use crate::sample::{SignalWindow, Signals};
+use crate::control::actuator::order_changes;
 use crate::server::mysql::LiveServer;
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
+use crate::signals::{SignalWindow, Signals};
 
 /// What to do.
 #[derive(Debug, Clone)]
@@ -535,8 +535,8 @@ where
 mod tests {
     use super::*;
     use crate::config::default_limits;
-    use crate::sample::{Sample, TrxInfo};
     use crate::server::flavor::ReplicaSource;
+    use crate::server::sample::{Sample, TrxInfo};
 
     fn caps(version: &str) -> Capabilities {
         crate::server::flavor::fixture_caps_writable(version, ReplicaSource::NotReplica)

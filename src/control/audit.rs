@@ -17,9 +17,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::AuditConfig;
-use crate::sample::Signals;
+use crate::control::state::Leave;
 use crate::server::{Knob, KnobValues};
-use crate::state::Leave;
+use crate::signals::Signals;
 
 /// Whether innopilot was allowed to change the server when it wrote the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -158,7 +158,7 @@ pub enum Event {
         readback: Option<u64>,
         error: Option<String>,
     },
-    /// Crash recovery left a knob alone (see [`crate::state::recovery_plan`]).
+    /// Crash recovery left a knob alone (see [`crate::control::state::recovery_plan`]).
     RecoverySkipped {
         knob: Knob,
         /// Value in effect now; null when the server did not report it.
@@ -556,8 +556,8 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use crate::sample::TrxInfo;
-    use crate::state::LeaveReason;
+    use crate::control::state::LeaveReason;
+    use crate::server::sample::TrxInfo;
 
     fn cfg(path: &Path, max_bytes: u64, keep: u32) -> AuditConfig {
         AuditConfig {

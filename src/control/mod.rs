@@ -10,6 +10,11 @@
 //! - A knob whose live value is neither what innopilot expects nor the outcome of a SET
 //!   whose result was unknown is operator-owned from then on.
 
+pub mod actuator;
+pub mod audit;
+pub mod guard;
+pub mod state;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -19,16 +24,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::actuator::{order_changes, Actuator, ActuatorError};
-use crate::audit::{compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger};
 use crate::config::{Config, OnServerLost};
-use crate::guard::{Guard, Verdict};
+use crate::control::actuator::{order_changes, Actuator, ActuatorError};
+use crate::control::audit::{
+    compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
+};
+use crate::control::guard::{Guard, Verdict};
+use crate::control::state::{recovery_plan, StateFile, StateStore};
 use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::arbiter::arbitrate;
 use crate::policy::{Policy, PolicyInput};
-use crate::sample::{SignalWindow, Signals};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
-use crate::state::{recovery_plan, StateFile, StateStore};
+use crate::signals::{SignalWindow, Signals};
 
 /// Fatal conditions: the loop stops (restoring the baseline where it can).
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +45,7 @@ pub enum ControlError {
     #[error(
         "live mode needs a writable state file to be able to restore the server after a crash: {0}"
     )]
-    State(#[from] crate::state::StateError),
+    State(#[from] crate::control::state::StateError),
     #[error("cannot start: {0}")]
     Start(#[source] ServerError),
     #[error("gave up on the server after {} without a connection (control.on_server_lost = \"exit\"); the state file keeps the baseline, and the next start restores it", humantime::format_duration(*.0))]
@@ -114,7 +121,7 @@ pub struct Controller<S: Server> {
     /// The transaction whose read view blocks purge, as last reported.
     blocked_by: Option<String>,
     /// The latest sample, kept across lost connections to tell a restart.
-    last_sample: Option<crate::sample::Sample>,
+    last_sample: Option<crate::server::sample::Sample>,
     /// Set when a connection is lost; cleared when regained.
     lost_since: Option<Instant>,
     /// The connection stayed lost beyond the budget: restore on return.
@@ -381,7 +388,7 @@ impl<S: Server> Controller<S> {
         let restarted = self
             .last_sample
             .as_ref()
-            .is_some_and(|prev| crate::sample::looks_restarted(prev, &sample));
+            .is_some_and(|prev| crate::signals::looks_restarted(prev, &sample));
         self.last_sample = Some(sample.clone());
         if self.just_reconnected || restarted {
             let reprobed = std::mem::take(&mut self.just_reconnected);
@@ -558,8 +565,7 @@ impl<S: Server> Controller<S> {
     /// Records in the audit log when a read view starts or stops blocking purge, with
     /// the culprit: the purge policy's "no delay" is otherwise silent (a no-op).
     fn note_purge_blocking(&mut self, signals: &Signals) {
-        let est =
-            crate::policy::purge_rate::estimate(signals, self.cfg.policy.purge_rate.min_view_age);
+        let est = crate::signals::purge::estimate(signals, self.cfg.policy.purge_rate.min_view_age);
         let now = est
             .as_ref()
             .filter(|e| e.is_blocked())
@@ -1000,7 +1006,7 @@ pub async fn recover<S: Server>(
     Ok(all_ok)
 }
 
-fn verdict_kind(v: &Verdict) -> Option<crate::guard::RejectKind> {
+fn verdict_kind(v: &Verdict) -> Option<crate::control::guard::RejectKind> {
     match v {
         Verdict::Reject { kind, .. } => Some(*kind),
         _ => None,

@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::AuditLog;
 use crate::config::Config;
+use crate::control::audit::AuditLog;
 use crate::control::{Controller, RunOptions};
-use crate::sample::Sample;
+use crate::server::sample::Sample;
 use crate::server::{Capabilities, Knob, KnobValues, Server, ServerError};
 use crate::sim::compare::{decisions_from_audit, SharedBuf, SimDecision};
 

@@ -1,0 +1,494 @@
+//! What the controller acts on ([`Signals`]): rates, the smoothed history derivative,
+//! the redo-fill trend and restart detection, derived from a window of samples by
+//! [`SignalWindow`]. Pure: samples in, signals out.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::server::sample::Sample;
+
+pub mod purge;
+
+/// What the policies see: the latest sample plus what a window of samples says about
+/// rates and trends. Rates are `None` until two samples of one server life exist.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Signals {
+    /// Time of the latest sample (ms, monotonic): the policies' clock.
+    pub t_ms: u64,
+    pub sample: Sample,
+    /// Seconds the window covers (0 right after start or a server restart).
+    pub window_s: f64,
+    /// The window was restarted with this sample (first sample or server restart).
+    pub window_reset: bool,
+    /// checkpoint_age / sync point (0..1, above 1 while users stall).
+    pub redo_fill: Option<f64>,
+    /// Slope of redo fill over the window, fraction per second.
+    pub redo_fill_trend: Option<f64>,
+    /// Bytes of redo written per second (latest interval).
+    pub lsn_rate: Option<f64>,
+    /// Pages flushed per second (latest interval).
+    pub pages_flushed_rate: Option<f64>,
+    /// Waits for a free buffer-pool page per second (latest interval): above zero,
+    /// users wait for LRU flushing, which competes with background (flush-list)
+    /// flushing for the same device.
+    #[serde(default)]
+    pub free_page_wait_rate: Option<f64>,
+    pub history_len: Option<u64>,
+    /// History derivative, records per second: least-squares slope over the window.
+    pub history_rate: Option<f64>,
+    /// Rows inserted + updated + deleted per second (latest interval).
+    pub dml_rate: Option<f64>,
+    pub rows_inserted_rate: Option<f64>,
+    pub rows_updated_rate: Option<f64>,
+    pub rows_deleted_rate: Option<f64>,
+    pub commit_rate: Option<f64>,
+    pub dirty_fraction: Option<f64>,
+    /// History length around the oldest transaction's read view, from the window's
+    /// long memory of history ([`HISTORY_MEMORY`]); `None` when the oldest
+    /// transaction holds no read view. What [`crate::policy::purge_rate::estimate`]
+    /// splits history into purgeable and blocked with.
+    #[serde(default)]
+    pub view_history: Option<ViewHistory>,
+    /// Fastest history decrease seen lately, records/s (positive): the largest
+    /// −history_rate, decaying with a [`DRAIN_HALF_LIFE`] half-life. Purge drained at
+    /// least this fast then, so it is a rough lower bound on what purge can do.
+    #[serde(default)]
+    pub history_drain_rate: Option<f64>,
+}
+
+/// How far back [`SignalWindow`] remembers history length (one point per second at
+/// most), to know what history was when a long read view began.
+pub const HISTORY_MEMORY: Duration = Duration::from_secs(3600);
+
+/// Half-life of [`Signals::history_drain_rate`]'s decaying peak.
+pub const DRAIN_HALF_LIFE: Duration = Duration::from_secs(600);
+
+/// History length since the oldest transaction's read view began. Everything that
+/// entered history after that moment is needed by the view and cannot be purged
+/// until it ends; what was there before can.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ViewHistory {
+    /// History when the view began (the last remembered point at or before its start);
+    /// `None` when the view is older than what the window remembers (innopilot started,
+    /// reconnected or the server restarted after it began, or it is older than
+    /// [`HISTORY_MEMORY`]).
+    pub at_start: Option<u64>,
+    /// Lowest history seen since the view began (or since memory starts, when it is
+    /// older), the current value included.
+    pub min: u64,
+    /// When `min` was seen (monotonic ms).
+    pub min_t_ms: u64,
+    /// Seconds of the view's life that memory covers.
+    pub covered_s: f64,
+}
+
+/// A sliding window of samples from one server life.
+#[derive(Debug, Clone)]
+pub struct SignalWindow {
+    span: Duration,
+    samples: VecDeque<Sample>,
+    /// (t_ms, history_len), at least a second apart, up to [`HISTORY_MEMORY`] back.
+    history_log: VecDeque<(u64, u64)>,
+    /// Decaying peak of −history_rate: (records/s, when).
+    drain: Option<(f64, u64)>,
+}
+
+fn counter_went_back(prev: &Sample, cur: &Sample) -> bool {
+    let pairs = [
+        (prev.uptime_s, cur.uptime_s),
+        (prev.redo.lsn, cur.redo.lsn),
+        (prev.pages_flushed, cur.pages_flushed),
+        (prev.rows_updated, cur.rows_updated),
+        (prev.rows_inserted, cur.rows_inserted),
+        (prev.rows_deleted, cur.rows_deleted),
+        (prev.commits, cur.commits),
+    ];
+    pairs
+        .iter()
+        .any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if b < a))
+        || cur.t_ms < prev.t_ms
+}
+
+/// Whether `cur` comes from a later life of the server than `prev` (it restarted in
+/// between), however short the outage. Uptime alone has one-second resolution, so a
+/// quick kill and restart can show the same uptime; the server's start time (wall
+/// clock minus uptime) moving forward, or a status counter that restarts from zero
+/// going down, also tells.
+pub fn looks_restarted(prev: &Sample, cur: &Sample) -> bool {
+    if let (Some(a), Some(b)) = (prev.uptime_s, cur.uptime_s) {
+        if b < a {
+            return true;
+        }
+        // The server's start time, in ms; 2 s of slack for uptime's whole seconds and
+        // the time between reading the clock and the status.
+        let started = |s: &Sample, up: u64| s.unix_ms as i64 - (up as i64) * 1000;
+        if prev.unix_ms > 0 && cur.unix_ms > 0 && started(cur, b) - started(prev, a) > 2_000 {
+            return true;
+        }
+    }
+    [
+        (prev.commits, cur.commits),
+        (prev.rows_updated, cur.rows_updated),
+        (prev.rows_inserted, cur.rows_inserted),
+        (prev.rows_deleted, cur.rows_deleted),
+        (prev.pages_flushed, cur.pages_flushed),
+    ]
+    .iter()
+    .any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if b < a))
+}
+
+fn rate(prev: Option<u64>, cur: Option<u64>, dt_s: f64) -> Option<f64> {
+    match (prev, cur) {
+        (Some(a), Some(b)) if b >= a && dt_s > 0.0 => Some((b - a) as f64 / dt_s),
+        _ => None,
+    }
+}
+
+fn sum3(a: Option<u64>, b: Option<u64>, c: Option<u64>) -> Option<u64> {
+    Some(a?.saturating_add(b?).saturating_add(c?))
+}
+
+/// Least-squares slope of (t seconds, y) points; `None` with fewer than two points.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < 2 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mt = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (t, y) in points {
+        num += (t - mt) * (y - my);
+        den += (t - mt) * (t - mt);
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+impl SignalWindow {
+    pub fn new(span: Duration) -> Self {
+        SignalWindow {
+            span,
+            samples: VecDeque::new(),
+            history_log: VecDeque::new(),
+            drain: None,
+        }
+    }
+
+    /// Forgets everything (after a reconnect: samples from before cannot be trusted).
+    pub fn reset(&mut self) {
+        self.samples.clear();
+        self.history_log.clear();
+        self.drain = None;
+    }
+
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Adds a sample and derives the signals. A counter that went backwards (server
+    /// restarted) starts a new window instead of producing negative rates.
+    pub fn push(&mut self, sample: Sample) -> Signals {
+        let mut reset = self.samples.is_empty();
+        if let Some(prev) = self.samples.back() {
+            if counter_went_back(prev, &sample) {
+                self.samples.clear();
+                self.history_log.clear();
+                self.drain = None;
+                reset = true;
+            }
+        }
+        if let Some(h) = sample.history_len {
+            let t = sample.t_ms;
+            if self
+                .history_log
+                .back()
+                .is_none_or(|(last, _)| t >= last.saturating_add(1000))
+            {
+                self.history_log.push_back((t, h));
+            }
+            let memory_ms = HISTORY_MEMORY.as_millis() as u64;
+            while self
+                .history_log
+                .front()
+                .is_some_and(|(f, _)| t.saturating_sub(*f) > memory_ms)
+            {
+                self.history_log.pop_front();
+            }
+        }
+        self.samples.push_back(sample);
+        let newest = self.samples.back().map(|s| s.t_ms).unwrap_or(0);
+        let span_ms = self.span.as_millis() as u64;
+        while self.samples.len() > 2
+            && self
+                .samples
+                .front()
+                .is_some_and(|s| newest.saturating_sub(s.t_ms) > span_ms)
+        {
+            self.samples.pop_front();
+        }
+        let mut sig = self.derive(reset);
+        sig.view_history = self.view_history(&sig.sample);
+        sig.history_drain_rate = self.update_drain(&sig);
+        sig
+    }
+
+    /// What history did since the oldest transaction's read view began.
+    fn view_history(&self, cur: &Sample) -> Option<ViewHistory> {
+        let trx = cur.oldest_trx.as_ref().filter(|t| t.holds_read_view)?;
+        let h = cur.history_len?;
+        let now = cur.t_ms;
+        let age_ms = trx.age_s.saturating_mul(1000);
+        // A view older than the clock's epoch began before anything was remembered.
+        let start = now.checked_sub(age_ms);
+        let first = self.history_log.front().map(|p| p.0).unwrap_or(now);
+        let at_start = start.and_then(|t0| {
+            self.history_log
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= t0)
+                .map(|(_, v)| *v)
+        });
+        let from = match (start, at_start) {
+            (Some(t0), Some(_)) => t0,
+            _ => first,
+        };
+        let mut min = (h, now);
+        if let Some(v) = at_start.filter(|v| *v < h) {
+            min = (v, from);
+        }
+        for (t, v) in self.history_log.iter().filter(|(t, _)| *t >= from) {
+            if *v < min.0 {
+                min = (*v, *t);
+            }
+        }
+        let covered_from = start.map_or(first, |t0| t0.max(first));
+        Some(ViewHistory {
+            at_start,
+            min: min.0,
+            min_t_ms: min.1,
+            covered_s: now.saturating_sub(covered_from) as f64 / 1000.0,
+        })
+    }
+
+    /// Updates the decaying peak of −history_rate. A slope over fewer than three
+    /// samples is too noisy to count.
+    fn update_drain(&mut self, sig: &Signals) -> Option<f64> {
+        let now = sig.t_ms;
+        let decayed = self.drain.map(|(r, t)| {
+            let dt = now.saturating_sub(t) as f64 / 1000.0;
+            r * 0.5f64.powf(dt / DRAIN_HALF_LIFE.as_secs_f64())
+        });
+        let seen = sig
+            .history_rate
+            .filter(|r| r.is_finite() && *r < 0.0 && self.samples.len() >= 3)
+            .map(|r| -r);
+        let peak = match (decayed, seen) {
+            (Some(d), Some(s)) => Some(d.max(s)),
+            (d, s) => d.or(s),
+        };
+        self.drain = peak.map(|p| (p, now));
+        peak.filter(|p| *p > 0.0)
+    }
+
+    fn derive(&self, reset: bool) -> Signals {
+        let cur = self.samples.back().cloned().unwrap_or_default();
+        let first_t = self.samples.front().map(|s| s.t_ms).unwrap_or(cur.t_ms);
+        let mut sig = Signals {
+            t_ms: cur.t_ms,
+            window_s: (cur.t_ms - first_t) as f64 / 1000.0,
+            window_reset: reset,
+            redo_fill: cur.redo.fill(),
+            history_len: cur.history_len,
+            dirty_fraction: match (cur.dirty_pages, cur.total_pages) {
+                (Some(d), Some(t)) if t > 0 => Some(d as f64 / t as f64),
+                _ => None,
+            },
+            ..Signals::default()
+        };
+        if self.samples.len() >= 2 {
+            let prev = &self.samples[self.samples.len() - 2];
+            let dt = (cur.t_ms.saturating_sub(prev.t_ms)) as f64 / 1000.0;
+            sig.lsn_rate = rate(prev.redo.lsn, cur.redo.lsn, dt);
+            sig.pages_flushed_rate = rate(prev.pages_flushed, cur.pages_flushed, dt);
+            sig.free_page_wait_rate = rate(prev.free_page_waits, cur.free_page_waits, dt);
+            sig.commit_rate = rate(prev.commits, cur.commits, dt);
+            sig.rows_inserted_rate = rate(prev.rows_inserted, cur.rows_inserted, dt);
+            sig.rows_updated_rate = rate(prev.rows_updated, cur.rows_updated, dt);
+            sig.rows_deleted_rate = rate(prev.rows_deleted, cur.rows_deleted, dt);
+            sig.dml_rate = rate(
+                sum3(prev.rows_inserted, prev.rows_updated, prev.rows_deleted),
+                sum3(cur.rows_inserted, cur.rows_updated, cur.rows_deleted),
+                dt,
+            );
+            let pts = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+                self.samples
+                    .iter()
+                    .filter_map(|s| f(s).map(|y| ((s.t_ms - first_t) as f64 / 1000.0, y)))
+                    .collect()
+            };
+            sig.history_rate = slope(&pts(&|s| s.history_len.map(|h| h as f64)));
+            sig.redo_fill_trend = slope(&pts(&|s| s.redo.fill()));
+        }
+        sig.sample = cur;
+        sig
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::sample::TrxInfo;
+    use proptest::prelude::*;
+
+    #[test]
+    fn view_history_and_drain_rate() {
+        let trx = |age_s| TrxInfo {
+            trx_id: "7".into(),
+            thread_id: Some(1),
+            age_s,
+            user: None,
+            host: None,
+            state: None,
+            isolation: None,
+            command: None,
+            holds_read_view: true,
+            active_count: None,
+        };
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        // Draining 1 000/s for 10 s, then a view opens at t = 10 s and history grows.
+        let mut last = None;
+        for t in 0..20u64 {
+            let (h, view) = if t < 10 {
+                (20_000 - t * 1_000, None)
+            } else {
+                (11_000 + (t - 10) * 500, Some(trx(t - 10)))
+            };
+            let mut s = sample_at(t, 100 + t, h, t);
+            s.oldest_trx = view;
+            last = Some(w.push(s));
+        }
+        let sig = last.unwrap();
+        let v = sig.view_history.unwrap();
+        assert_eq!(v.at_start, Some(11_000));
+        assert_eq!((v.min, v.min_t_ms), (11_000, 10_000));
+        assert_eq!(v.covered_s, 9.0);
+        let drain = sig.history_drain_rate.unwrap();
+        assert!(drain > 900.0 && drain <= 1_000.0, "{drain}");
+        // A view older than the memory: no start, covered since memory began.
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        let mut s = sample_at(1, 100, 5_000, 0);
+        s.oldest_trx = Some(trx(300));
+        let sig = w.push(s);
+        let v = sig.view_history.unwrap();
+        assert_eq!((v.at_start, v.min, v.covered_s), (None, 5_000, 0.0));
+        // No view, no view history; a reset forgets everything.
+        let sig = w.push(sample_at(2, 101, 5_000, 0));
+        assert!(sig.view_history.is_none());
+        w.reset();
+        assert!(w
+            .push(sample_at(3, 102, 5_000, 0))
+            .history_drain_rate
+            .is_none());
+    }
+
+    fn sample_at(t_s: u64, uptime: u64, history: u64, updated: u64) -> Sample {
+        Sample {
+            t_ms: t_s * 1000,
+            uptime_s: Some(uptime),
+            history_len: Some(history),
+            rows_updated: Some(updated),
+            rows_inserted: Some(0),
+            rows_deleted: Some(0),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn rates_and_history_slope() {
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        let first = w.push(sample_at(0, 100, 0, 0));
+        assert!(first.window_reset && first.dml_rate.is_none());
+        let mut last = first;
+        for i in 1..=5 {
+            last = w.push(sample_at(i, 100 + i, i * 1000, i * 500));
+        }
+        assert!(!last.window_reset);
+        assert!((last.history_rate.unwrap() - 1000.0).abs() < 1e-6);
+        assert!((last.dml_rate.unwrap() - 500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn server_restart_starts_a_new_window() {
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        w.push(sample_at(0, 1000, 5000, 90_000));
+        w.push(sample_at(1, 1001, 6000, 91_000));
+        let after = w.push(sample_at(2, 3, 10, 5));
+        assert!(after.window_reset);
+        assert_eq!(after.dml_rate, None);
+        assert_eq!(after.history_rate, None);
+        assert_eq!(w.len(), 1);
+        let next = w.push(sample_at(3, 4, 20, 105));
+        assert!((next.dml_rate.unwrap() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn restart_detection_beyond_uptime() {
+        let before = Sample {
+            unix_ms: 100_000,
+            uptime_s: Some(2),
+            commits: Some(500),
+            ..Sample::default()
+        };
+        // Same uptime, but the server started 3 s later: a new life.
+        let quick = Sample {
+            unix_ms: 104_000,
+            uptime_s: Some(2),
+            ..Sample::default()
+        };
+        assert!(looks_restarted(&before, &quick));
+        // Counters from zero again.
+        let counters = Sample {
+            unix_ms: 101_000,
+            uptime_s: Some(3),
+            commits: Some(4),
+            ..Sample::default()
+        };
+        assert!(looks_restarted(&before, &counters));
+        // The same life one second on.
+        let same = Sample {
+            unix_ms: 101_000,
+            uptime_s: Some(3),
+            commits: Some(900),
+            ..Sample::default()
+        };
+        assert!(!looks_restarted(&before, &same));
+    }
+
+    #[test]
+    fn window_is_bounded() {
+        let mut w = SignalWindow::new(Duration::from_secs(5));
+        for i in 0..100 {
+            w.push(sample_at(i, i + 1, i, i));
+        }
+        assert!(w.len() <= 7);
+    }
+
+    proptest! {
+        #[test]
+        fn rates_are_never_negative(vals in proptest::collection::vec((0u64..1000, 0u64..1_000_000, 0u64..1_000_000), 1..40)) {
+            let mut w = SignalWindow::new(Duration::from_secs(10));
+            for (i, (up, h, rows)) in vals.into_iter().enumerate() {
+                let sig = w.push(sample_at(i as u64, up, h, rows));
+                for r in [sig.dml_rate, sig.lsn_rate, sig.commit_rate, sig.pages_flushed_rate].into_iter().flatten() {
+                    prop_assert!(r >= 0.0 && r.is_finite());
+                }
+            }
+        }
+    }
+}
