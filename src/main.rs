@@ -386,9 +386,9 @@ async fn run_controller(
     let reload = (hup, config_path, overrides);
     let outcome = match record {
         Some(path) => {
-            let recorder = innopilot::commands::replay::Recorder::create(path)
+            let recorder = innopilot::server::recording::Recorder::create(path)
                 .with_context(|| format!("cannot create the recording {}", path.display()))?;
-            let server = innopilot::commands::replay::RecordingServer::new(server, recorder);
+            let server = innopilot::server::recording::RecordingServer::new(server, recorder);
             supervise(server, config, opts, audit, snapshot_tx, reload).await
         }
         None => supervise(server, config, opts, audit, snapshot_tx, reload).await,
@@ -776,7 +776,8 @@ fn simulate(
 }
 
 fn replay_cmd(cli: &Cli, file: &std::path::Path, policy: &str, json: bool) -> anyhow::Result<()> {
-    use innopilot::commands::replay::{replay, Recording};
+    use innopilot::commands::replay::replay;
+    use innopilot::server::recording::Recording;
     let rec = Recording::load(file)?;
     let config = if policy == "innopilot" {
         load_config(cli)?
@@ -803,7 +804,7 @@ async fn record_cmd(
     count: Option<u64>,
 ) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
-    let mut recorder = innopilot::commands::replay::Recorder::create(out)
+    let mut recorder = innopilot::server::recording::Recorder::create(out)
         .with_context(|| format!("cannot create the recording {}", out.display()))?;
     let shutdown = async {
         shutdown_signal().await;

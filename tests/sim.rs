@@ -7,8 +7,9 @@
 
 use std::time::Instant;
 
-use innopilot::commands::replay::{replay, Recording};
+use innopilot::commands::replay::replay;
 use innopilot::config::Config;
+use innopilot::server::recording::Recording;
 use innopilot::sim::compare::{compare_with, run_recorded, to_csv, CompareOptions, SimRun};
 use innopilot::sim::{run, summary, Peer, Scenario};
 

@@ -8,6 +8,7 @@ pub mod connect;
 pub mod dsn;
 pub mod flavor;
 pub mod mysql;
+pub mod recording;
 pub mod sample;
 
 use std::collections::BTreeMap;

@@ -287,8 +287,8 @@ pub fn run_recorded(
         path: recording.to_path_buf(),
         message: e.to_string(),
     };
-    let recorder = crate::commands::replay::Recorder::create(recording).map_err(io)?;
-    let server = crate::commands::replay::RecordingServer::new(handle.clone(), recorder);
+    let recorder = crate::server::recording::Recorder::create(recording).map_err(io)?;
+    let server = crate::server::recording::RecordingServer::new(handle.clone(), recorder);
     let audit = match peer.config() {
         None => {
             // A static peer: record what a passive `innopilot record` would see.
