@@ -13,6 +13,7 @@
 pub mod actuator;
 pub mod audit;
 pub mod guard;
+pub mod plan;
 pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,10 +30,9 @@ use crate::control::actuator::{order_changes, Actuator, ActuatorError};
 use crate::control::audit::{
     compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
 };
-use crate::control::guard::{Guard, Verdict};
+use crate::control::guard::Guard;
 use crate::control::state::{recovery_plan, StateFile, StateStore};
 use crate::metrics::{Phase, Snapshot, Telemetry};
-use crate::policy::arbiter::arbitrate;
 use crate::policy::{Policy, PolicyInput};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
 use crate::signals::{SignalWindow, Signals};
@@ -612,64 +612,53 @@ impl<S: Server> Controller<S> {
             current: &current,
             baseline: &baseline,
         };
-        let mut proposals = Vec::new();
-        for p in &mut self.policies {
-            proposals.extend(p.decide(&input));
+        let plan = plan::plan(
+            self.policies.iter_mut().map(|p| &mut **p),
+            &input,
+            &self.guard,
+        );
+        for (knob, _) in &plan.unchanged {
+            self.last_reject.remove(knob);
         }
-        let decisions = arbitrate(proposals);
-        let mut changes = Vec::new();
-        let mut verdicts = BTreeMap::new();
-        for (knob, d) in decisions {
-            let Some(&cur) = current.get(&knob) else {
-                continue;
-            };
-            let verdict =
-                self.guard
-                    .review(signals.t_ms, knob, d.winner.value, cur, caps.knob(knob));
-            match &verdict {
-                Verdict::Apply { value, .. } => {
-                    changes.push((knob, cur, *value));
-                    self.last_reject.remove(&knob);
-                }
-                Verdict::NoChange { .. } => {
-                    self.last_reject.remove(&knob);
-                }
-                Verdict::Reject { reason, .. } => {
-                    let key = format!(
-                        "{}:{}",
-                        d.winner.value,
-                        reason.split(';').next().unwrap_or("")
-                    );
-                    let kind_key = format!("{:?}", verdict_kind(&verdict));
-                    if self
-                        .last_reject
-                        .get(&knob)
-                        .map(|k| k.starts_with(&kind_key))
-                        != Some(true)
-                    {
-                        self.last_reject.insert(knob, format!("{kind_key} {key}"));
-                        let rec = decision_event(
-                            &d,
-                            cur,
-                            cur,
-                            false,
-                            None,
-                            Outcome::Rejected,
-                            reason.clone(),
-                            vec![],
-                            signals,
-                        );
-                        self.emit(rec);
-                    }
-                }
+        for r in plan.refused {
+            // A refusal is audited once per kind, not every tick a dwell or rate
+            // limit holds it back.
+            let key = format!(
+                "{}:{}",
+                r.decision.winner.value,
+                r.reason.split(';').next().unwrap_or("")
+            );
+            let kind_key = format!("{:?}", Some(r.kind));
+            if self
+                .last_reject
+                .get(&r.knob)
+                .map(|k| k.starts_with(&kind_key))
+                != Some(true)
+            {
+                self.last_reject.insert(r.knob, format!("{kind_key} {key}"));
+                let rec = decision_event(
+                    &r.decision,
+                    r.current,
+                    r.current,
+                    false,
+                    None,
+                    Outcome::Rejected,
+                    r.reason,
+                    vec![],
+                    signals,
+                );
+                self.emit(rec);
             }
-            verdicts.insert(knob, (verdict, d));
         }
-        order_changes(&mut changes);
-        for (knob, from, to) in changes {
-            let Some((Verdict::Apply { notes, .. }, d)) = verdicts.remove(&knob) else {
-                continue;
-            };
+        for change in plan.changes {
+            self.last_reject.remove(&change.knob);
+            let plan::Change {
+                knob,
+                from,
+                to,
+                notes,
+                decision: d,
+            } = change;
             self.stats.decisions += 1;
             match self
                 .actuator
@@ -1004,13 +993,6 @@ pub async fn recover<S: Server>(
         emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
     }
     Ok(all_ok)
-}
-
-fn verdict_kind(v: &Verdict) -> Option<crate::control::guard::RejectKind> {
-    match v {
-        Verdict::Reject { kind, .. } => Some(*kind),
-        _ => None,
-    }
 }
 
 fn quote_account(account: &str) -> String {

@@ -137,12 +137,10 @@ pub trait Policy: Send {
 /// arbiter → guard → "server"), without a server.
 #[cfg(test)]
 pub(crate) mod testkit {
-    use std::collections::BTreeMap;
-
-    use super::arbiter::{arbitrate, Decision};
     use super::{Policy, PolicyInput};
     use crate::config::Config;
-    use crate::control::guard::{Guard, Verdict};
+    use crate::control::guard::Guard;
+    use crate::control::plan::{plan, Plan};
     use crate::server::flavor::ReplicaSource;
     use crate::server::sample::Sample;
     use crate::server::{Capabilities, Knob, KnobValues};
@@ -187,12 +185,14 @@ pub(crate) mod testkit {
             }
         }
 
-        /// One tick: the sample's knobs are overwritten with what is in effect.
+        /// One tick through the controller's own planning step
+        /// ([`crate::control::plan::plan`]); the sample's knobs are overwritten with
+        /// what is in effect, and planned changes take effect at once.
         pub fn tick(
             &mut self,
             policies: &mut [&mut dyn Policy],
             mut sample: Sample,
-        ) -> (Signals, BTreeMap<Knob, Decision>) {
+        ) -> (Signals, Plan) {
             sample.knobs = self.current.clone();
             let signals = self.window.push(sample);
             let input = PolicyInput {
@@ -201,33 +201,13 @@ pub(crate) mod testkit {
                 current: &self.current,
                 baseline: &self.baseline,
             };
-            let mut proposals = Vec::new();
-            for p in policies.iter_mut() {
-                proposals.extend(p.decide(&input));
+            let plan = plan(policies.iter_mut().map(|p| &mut **p), &input, &self.guard);
+            for c in &plan.changes {
+                self.guard.record_applied(signals.t_ms, c.knob);
+                self.current.insert(c.knob, c.to);
+                self.applied.push((signals.t_ms, c.knob, c.from, c.to));
             }
-            let decisions = arbitrate(proposals);
-            let mut changes = Vec::new();
-            for (knob, d) in &decisions {
-                let Some(&cur) = self.current.get(knob) else {
-                    continue;
-                };
-                let v = self.guard.review(
-                    signals.t_ms,
-                    *knob,
-                    d.winner.value,
-                    cur,
-                    self.caps.knob(*knob),
-                );
-                if let Verdict::Apply { value, .. } = v {
-                    changes.push((*knob, cur, value));
-                }
-            }
-            for (knob, from, to) in changes {
-                self.guard.record_applied(signals.t_ms, knob);
-                self.current.insert(knob, to);
-                self.applied.push((signals.t_ms, knob, from, to));
-            }
-            (signals, decisions)
+            (signals, plan)
         }
 
         /// Changes applied to one knob.

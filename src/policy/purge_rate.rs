@@ -878,7 +878,14 @@ mod tests {
                     self.lp.current[&Knob::PurgeThreads],
                     self.policy.effort().unwrap_or(0.0),
                 ));
-                out.push((sig, decisions.into_values().map(|d| d.winner).collect()));
+                out.push((
+                    sig,
+                    decisions
+                        .into_decisions()
+                        .into_iter()
+                        .map(|d| d.winner)
+                        .collect(),
+                ));
             }
             out
         }
