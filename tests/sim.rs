@@ -10,7 +10,8 @@ use std::time::Instant;
 use innopilot::commands::replay::replay;
 use innopilot::config::Config;
 use innopilot::server::recording::Recording;
-use innopilot::sim::compare::{compare_with, run_recorded, to_csv, CompareOptions, SimRun};
+use innopilot::sim::compare::{compare_with, run_recorded, to_csv, CompareOptions};
+use innopilot::sim::SimRun;
 use innopilot::sim::{run, summary, Peer, Scenario};
 
 fn sim(scenario: &str, peer: &str, seed: u64) -> SimRun {

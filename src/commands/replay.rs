@@ -17,7 +17,7 @@ use crate::control::audit::AuditLog;
 use crate::control::{Controller, RunOptions};
 use crate::server::recording::{Recorder, Recording, ReplayError, ReplayServer};
 use crate::server::{Server, ServerError};
-use crate::sim::compare::{decisions_from_audit, SharedBuf, SimDecision};
+use crate::sim::run::SimDecision;
 
 /// The passive loop behind `innopilot record --out FILE`: probes, then samples every
 /// `interval` until `shutdown` resolves or `max_samples` were taken, writing each
@@ -141,8 +141,8 @@ static REPLAY_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 fn replay_in(rec: &Recording, mut cfg: Config, dir: &Path) -> Result<Vec<ReplayStep>, ReplayError> {
     cfg.control.state_file = dir.join("state.json");
     cfg.control.dry_run = false;
-    let buf = SharedBuf::default();
-    let audit = AuditLog::to_writer(Box::new(buf.clone()));
+    let audit = AuditLog::discard();
+    let mut decisions = Vec::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -158,14 +158,15 @@ fn replay_in(rec: &Recording, mut cfg: Config, dir: &Path) -> Result<Vec<ReplayS
             .await
             .map_err(|e| ReplayError::Control(e.to_string()))?;
         for _ in 0..n {
-            ctl.tick()
+            let report = ctl
+                .tick()
                 .await
                 .map_err(|e| ReplayError::Control(e.to_string()))?;
+            decisions.extend(report.decisions);
         }
         ctl.shutdown("end of replay").await;
         Ok::<(), ReplayError>(())
     })?;
-    let decisions = decisions_from_audit(&buf.text(), 0);
     let mut steps: Vec<ReplayStep> = rec
         .samples
         .iter()
@@ -184,10 +185,9 @@ fn replay_in(rec: &Recording, mut cfg: Config, dir: &Path) -> Result<Vec<ReplayS
     // A decision belongs to the last sample taken at or before it (the controller
     // stamps records with the tick's sample time).
     for d in decisions {
-        let unix_ms = (d.t_s * 1000.0).round() as u64;
-        let i = steps.partition_point(|s| s.unix_ms <= unix_ms);
+        let i = steps.partition_point(|s| s.unix_ms <= d.unix_ms);
         if let Some(step) = steps.get_mut(i.saturating_sub(1)) {
-            step.decisions.push(d);
+            step.decisions.push(SimDecision::from_tick(&d, 0));
         }
     }
     Ok(steps)
@@ -217,10 +217,30 @@ mod tests {
         }
     }
 
+    /// An in-memory sink a test reads back.
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buf {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
     #[test]
     fn header_and_samples_round_trip() {
         let rec = recording(3);
-        let buf = SharedBuf::default();
+        let buf = Buf::default();
         let mut r = Recorder::to_writer(Box::new(buf.clone()));
         assert!(r.write_sample(&rec.samples[0]).is_err());
         r.write_header(&rec.header.capabilities).unwrap();

@@ -60,6 +60,20 @@ pub enum Outcome {
     Failed,
 }
 
+impl Outcome {
+    /// The word the audit log and metrics use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::DryRun => "dry_run",
+            Outcome::Clipped => "clipped",
+            Outcome::Rejected => "rejected",
+            Outcome::NoChange => "no_change",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
 /// Why innopilot restored a knob's baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -221,6 +235,26 @@ pub enum Event {
         trx_id: String,
         history: u64,
     },
+}
+
+impl Event {
+    /// The `event` key's value, as serialized; metrics count events by it.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Event::Start { .. } => "start",
+            Event::Decision { .. } => "decision",
+            Event::Restore { .. } => "restore",
+            Event::RecoverySkipped { .. } => "recovery_skipped",
+            Event::OperatorOverride { .. } => "operator_override",
+            Event::Released { .. } => "released",
+            Event::ConnectionLost { .. } => "connection_lost",
+            Event::ConnectionRegained { .. } => "connection_regained",
+            Event::Stop { .. } => "stop",
+            Event::Warning { .. } => "warning",
+            Event::PurgeBlocked { .. } => "purge_blocked",
+            Event::PurgeUnblocked { .. } => "purge_unblocked",
+        }
+    }
 }
 
 impl Event {
@@ -552,6 +586,24 @@ fn open_append(path: &Path) -> io::Result<(File, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_names_match_their_serialized_tag() {
+        let events = [
+            Event::Warning {
+                message: "m".into(),
+            },
+            Event::ConnectionLost { error: "e".into() },
+            Event::ConnectionRegained {
+                server_restarted: false,
+                down_ms: 1,
+            },
+        ];
+        for e in events {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["event"], e.name());
+        }
+    }
     use std::sync::{Arc, Mutex};
 
     use proptest::prelude::*;

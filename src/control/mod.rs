@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -36,6 +37,29 @@ use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::{Policy, PolicyInput};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
 use crate::signals::{SignalWindow, Signals};
+
+/// What one tick did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TickReport {
+    /// Time of the sample the tick acted on; `None` when no sample was taken (the
+    /// connection was down).
+    pub unix_ms: Option<u64>,
+    /// Every decision the tick audited: applied, dry-run, refused or failed.
+    pub decisions: Vec<TickDecision>,
+}
+
+/// One audited decision of a tick.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TickDecision {
+    /// When it was stamped (the tick's sample time).
+    pub unix_ms: u64,
+    pub policy: String,
+    pub knob: Knob,
+    pub from: u64,
+    pub to: u64,
+    pub outcome: Outcome,
+    pub reason: String,
+}
 
 /// Fatal conditions: the loop stops (restoring the baseline where it can).
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +154,8 @@ pub struct Controller<S: Server> {
     /// Last reject audited per knob, so a dwell or rate limit is not logged every tick.
     last_reject: BTreeMap<Knob, String>,
     last_signals: Option<Signals>,
+    /// What the tick in progress did (see [`Controller::tick`]).
+    report: TickReport,
     pub stats: Stats,
     /// Counters by kind for `/metrics` (decisions, errors, sample durations, reloads).
     pub telemetry: Telemetry,
@@ -246,6 +272,7 @@ impl<S: Server> Controller<S> {
             just_reconnected: false,
             last_reject: BTreeMap::new(),
             last_signals: None,
+            report: TickReport::default(),
             stats: Stats::default(),
             telemetry: {
                 // The start record was written above, before the counters existed.
@@ -277,6 +304,26 @@ impl<S: Server> Controller<S> {
             .filter(|t| *t > 0)
             .unwrap_or_else(now_unix_ms);
         self.count_event(&event);
+        if let Event::Decision {
+            policy,
+            knob,
+            from,
+            to,
+            outcome,
+            reason,
+            ..
+        } = &event
+        {
+            self.report.decisions.push(TickDecision {
+                unix_ms,
+                policy: policy.clone(),
+                knob: *knob,
+                from: *from,
+                to: *to,
+                outcome: *outcome,
+                reason: reason.clone(),
+            });
+        }
         let mode = self.mode();
         if !emit(&mut self.audit, mode, unix_ms, event) {
             self.telemetry.count_error("audit");
@@ -348,14 +395,21 @@ impl<S: Server> Controller<S> {
                 _ = ticker.tick() => {
                     let r = self.tick().await;
                     self.publish(Phase::Running);
-                    r?
+                    r?;
                 }
             }
         }
     }
 
-    /// One iteration of the loop.
-    pub async fn tick(&mut self) -> Result<(), ControlError> {
+    /// One iteration of the loop, and what it did, typed: the audit log, metrics, the
+    /// simulator and replay all read the same facts, never re-parsed JSON.
+    pub async fn tick(&mut self) -> Result<TickReport, ControlError> {
+        self.report = TickReport::default();
+        self.tick_inner().await?;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    async fn tick_inner(&mut self) -> Result<(), ControlError> {
         self.stats.ticks += 1;
         self.last_tick_at = Some(Instant::now());
         self.check_release_requests();
@@ -379,6 +433,7 @@ impl<S: Server> Controller<S> {
             }
         };
         self.stats.samples_ok += 1;
+        self.report.unix_ms = Some(sample.unix_ms);
         self.telemetry
             .sample_duration
             .observe(sample.duration_ms / 1000.0);
@@ -849,18 +904,10 @@ impl<S: Server> Controller<S> {
             ..
         } = event
         {
-            let outcome = serde_json::to_value(outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            self.telemetry.count_decision(policy, *knob, &outcome);
+            self.telemetry
+                .count_decision(policy, *knob, outcome.as_str());
         }
-        if let Some(name) = serde_json::to_value(event)
-            .ok()
-            .and_then(|v| v.get("event").and_then(|e| e.as_str()).map(str::to_string))
-        {
-            self.telemetry.count_event(&name);
-        }
+        self.telemetry.count_event(event.name());
     }
 
     /// Applies a new, validated configuration between ticks: guard limits, policies

@@ -5,56 +5,25 @@
 //! Controller peers run the real [`Controller`] (live mode) against the model inside a
 //! current-thread tokio runtime: `tick()` in a loop, each tick one virtual second, no
 //! sleeping. Its state file lives in a private temporary directory that is removed
-//! afterwards, and its audit log is captured in memory and read back for the decisions.
+//! afterwards; its decisions come from the typed report of every tick.
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde::Serialize;
 
 use crate::config::Config;
 use crate::control::audit::AuditLog;
-use crate::control::{Controller, RunOptions};
-use crate::server::{Knob, Server};
+use crate::control::{Controller, RunOptions, TickDecision};
+use crate::server::Server;
 
 use super::model::{Model, Second, SimServer, EPOCH_UNIX_MS};
 use super::peers::Peer;
+use super::run::{run_knobs, SimDecision, SimRun};
 use super::scenario::{Scenario, SimFlavor};
 use super::SimError;
-
-/// One decision of a controller peer, from its audit log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SimDecision {
-    /// Virtual time of the tick, seconds.
-    pub t_s: f64,
-    pub policy: String,
-    pub knob: String,
-    pub from: u64,
-    pub to: u64,
-    /// applied, rejected, failed, …
-    pub outcome: String,
-    pub reason: String,
-}
-
-/// The time series of one run.
-#[derive(Debug, Clone, Serialize)]
-pub struct SimRun {
-    pub scenario: String,
-    pub scenario_title: String,
-    pub seed_ref: String,
-    pub peer: String,
-    pub peer_title: String,
-    pub flavor: SimFlavor,
-    pub seed: u64,
-    pub duration_s: f64,
-    /// Per second: whether the offered load counts for throughput and jitter figures.
-    pub loaded: Vec<bool>,
-    pub seconds: Vec<Second>,
-    pub decisions: Vec<SimDecision>,
-}
 
 /// What the comparison table shows for one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -117,50 +86,6 @@ impl Drop for TempDir {
     }
 }
 
-/// An in-memory audit sink the runner reads back.
-#[derive(Clone, Default)]
-pub(crate) struct SharedBuf(pub(crate) Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedBuf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedBuf {
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-}
-
-/// Decision records of an audit log (JSON Lines), in order.
-pub(crate) fn decisions_from_audit(text: &str, epoch_unix_ms: u64) -> Vec<SimDecision> {
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event"] == "decision")
-        .map(|v| SimDecision {
-            t_s: v["unix_ms"]
-                .as_u64()
-                .unwrap_or(0)
-                .saturating_sub(epoch_unix_ms) as f64
-                / 1000.0,
-            policy: v["policy"].as_str().unwrap_or("").to_string(),
-            knob: v["knob"].as_str().unwrap_or("").to_string(),
-            from: v["from"].as_u64().unwrap_or(0),
-            to: v["to"].as_u64().unwrap_or(0),
-            outcome: v["outcome"].as_str().unwrap_or("").to_string(),
-            reason: v["reason"].as_str().unwrap_or("").to_string(),
-        })
-        .collect()
-}
-
 fn control_error(sc: &Scenario, peer: &Peer, e: impl fmt::Display) -> SimError {
     SimError::Control {
         scenario: sc.name.clone(),
@@ -170,19 +95,19 @@ fn control_error(sc: &Scenario, peer: &Peer, e: impl fmt::Display) -> SimError {
 }
 
 /// Runs the real controller with `cfg` against `server` (which must drive `handle`'s
-/// model) until the scenario ends; returns the audit log's text.
+/// model) until the scenario ends; returns every tick's decisions.
 pub(crate) fn drive_controller<S: Server>(
     server: S,
     handle: &SimServer,
     mut cfg: Config,
     label: &str,
-) -> Result<String, String> {
+) -> Result<Vec<TickDecision>, String> {
     let dir = TempDir::new(label).map_err(|e| e.to_string())?;
     cfg.control.state_file = dir.0.join("state.json");
     cfg.control.dry_run = false;
     cfg.audit.path = dir.0.join("audit.jsonl");
-    let buf = SharedBuf::default();
-    let audit = AuditLog::to_writer(Box::new(buf.clone()));
+    let audit = AuditLog::discard();
+    let mut decisions = Vec::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -197,12 +122,13 @@ pub(crate) fn drive_controller<S: Server>(
             .await
             .map_err(|e| e.to_string())?;
         while !handle.model().finished() {
-            ctl.tick().await.map_err(|e| e.to_string())?;
+            let report = ctl.tick().await.map_err(|e| e.to_string())?;
+            decisions.extend(report.decisions);
         }
         ctl.shutdown("end of simulation").await;
         Ok::<(), String>(())
     })?;
-    Ok(buf.text())
+    Ok(decisions)
 }
 
 /// The model a peer runs on in a scenario: the peer's flavor (or the scenario's), the
@@ -217,7 +143,13 @@ pub fn model_for(scenario: &Scenario, peer: &Peer, seed: u64) -> Model {
     Model::new(&sc, flavor, startup, seed)
 }
 
-fn finish(scenario: &Scenario, peer: &Peer, seed: u64, model: &mut Model, audit: &str) -> SimRun {
+fn finish(
+    scenario: &Scenario,
+    peer: &Peer,
+    seed: u64,
+    model: &mut Model,
+    decisions: &[TickDecision],
+) -> SimRun {
     let seconds = model.take_seconds();
     let loaded = seconds
         .iter()
@@ -234,7 +166,10 @@ fn finish(scenario: &Scenario, peer: &Peer, seed: u64, model: &mut Model, audit:
         duration_s: scenario.duration_s,
         loaded,
         seconds,
-        decisions: decisions_from_audit(audit, EPOCH_UNIX_MS),
+        decisions: decisions
+            .iter()
+            .map(|d| SimDecision::from_tick(d, EPOCH_UNIX_MS))
+            .collect(),
     }
 }
 
@@ -253,13 +188,13 @@ pub fn run_with(
 ) -> Result<SimRun, SimError> {
     let handle = SimServer::new(model_for(scenario, peer, seed));
     let cfg = peer.config().map(|own| config.cloned().unwrap_or(own));
-    let audit = match cfg {
+    let decisions = match cfg {
         None => {
             let mut m = handle.model();
             while !m.finished() {
                 m.advance_second();
             }
-            String::new()
+            Vec::new()
         }
         Some(cfg) => drive_controller(
             handle.clone(),
@@ -270,7 +205,7 @@ pub fn run_with(
         .map_err(|e| control_error(scenario, peer, e))?,
     };
     let mut m = handle.model();
-    Ok(finish(scenario, peer, seed, &mut m, &audit))
+    Ok(finish(scenario, peer, seed, &mut m, &decisions))
 }
 
 /// Like [`run`] for a controller peer, also writing a recording (header + every sample
@@ -289,7 +224,7 @@ pub fn run_recorded(
     };
     let recorder = crate::server::recording::Recorder::create(recording).map_err(io)?;
     let server = crate::server::recording::RecordingServer::new(handle.clone(), recorder);
-    let audit = match peer.config() {
+    let decisions = match peer.config() {
         None => {
             // A static peer: record what a passive `innopilot record` would see.
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -310,7 +245,7 @@ pub fn run_recorded(
                 }
                 Ok::<(), SimError>(())
             })?;
-            String::new()
+            Vec::new()
         }
         Some(cfg) => drive_controller(
             server,
@@ -321,7 +256,7 @@ pub fn run_recorded(
         .map_err(|e| control_error(scenario, peer, e))?,
     };
     let mut m = handle.model();
-    Ok(finish(scenario, peer, seed, &mut m, &audit))
+    Ok(finish(scenario, peer, seed, &mut m, &decisions))
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> (f64, usize) {
@@ -391,14 +326,6 @@ pub fn summary(run: &SimRun) -> Summary {
             .filter(|d| d.outcome == "applied" || d.outcome == "clipped")
             .count(),
     }
-}
-
-/// Knobs that appear in a run, in allowlist order.
-pub(crate) fn run_knobs(run: &SimRun) -> Vec<Knob> {
-    Knob::ALL
-        .into_iter()
-        .filter(|k| run.seconds.iter().any(|s| s.knobs.contains_key(k)))
-        .collect()
 }
 
 /// The time series as CSV: one row per virtual second, one column per signal and knob.

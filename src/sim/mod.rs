@@ -21,10 +21,12 @@ pub mod compare;
 pub mod model;
 pub mod peers;
 pub mod plot;
+pub mod run;
 pub mod scenario;
 
-pub use compare::{compare, run, summary, write_outputs, CompareTable, SimRun, Summary};
+pub use compare::{compare, run, summary, write_outputs, CompareTable, Summary};
 pub use peers::Peer;
+pub use run::SimRun;
 pub use scenario::Scenario;
 
 /// A problem running a simulation. Messages name the scenario or peer involved.

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use super::compare::{run_knobs, SimRun};
 use super::model::Second;
+use super::run::{run_knobs, SimRun};
 use super::SimError;
 
 /// Points per series at most.
