@@ -803,15 +803,9 @@ mod tests {
         };
         s.sample.oldest_trx = Some(TrxInfo {
             trx_id: "1".into(),
-            thread_id: None,
             age_s: 61,
-            user: None,
-            host: None,
-            state: None,
-            isolation: None,
-            command: None,
             holds_read_view: true,
-            active_count: None,
+            ..TrxInfo::default()
         });
         let v = compact_signals(&s);
         assert_eq!(

@@ -743,18 +743,8 @@ impl<S: Server> Controller<S> {
                     self.emit(ev);
                 }
                 Err(ActuatorError::State { source, .. }) => {
-                    let ev = decision_event(
-                        &d,
-                        from,
-                        to,
-                        false,
-                        None,
-                        Outcome::Failed,
-                        format!("state file not writable: {source}"),
-                        notes,
-                        signals,
-                    );
-                    self.emit(ev);
+                    let reason = format!("state file not writable: {source}");
+                    self.emit(failed_event(&d, from, to, reason, notes, signals));
                     self.telemetry.count_error("state_file");
                     return Err(ControlError::State(source));
                 }
@@ -764,18 +754,8 @@ impl<S: Server> Controller<S> {
                     // The SET may or may not have happened: the next sample's value
                     // decides, before any further decision on this knob.
                     self.uncertain.insert(knob, (from, to));
-                    let ev = decision_event(
-                        &d,
-                        from,
-                        to,
-                        false,
-                        None,
-                        Outcome::Failed,
-                        format!("{}: {e}", d.winner.reason),
-                        notes,
-                        signals,
-                    );
-                    self.emit(ev);
+                    let reason = format!("{}: {e}", d.winner.reason);
+                    self.emit(failed_event(&d, from, to, reason, notes, signals));
                     if e.is_connection_lost() {
                         return self.connection_lost(e);
                     }
@@ -1057,6 +1037,28 @@ fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) -> bool {
         return false;
     }
     true
+}
+
+/// A decision whose SET was not made or failed.
+fn failed_event(
+    d: &crate::policy::arbiter::Decision,
+    from: u64,
+    to: u64,
+    reason: String,
+    notes: Vec<String>,
+    signals: &Signals,
+) -> Event {
+    decision_event(
+        d,
+        from,
+        to,
+        false,
+        None,
+        Outcome::Failed,
+        reason,
+        notes,
+        signals,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]

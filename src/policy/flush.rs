@@ -709,7 +709,7 @@ impl Policy for Flush {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::policy::testkit::{self, Loop};
+    use crate::policy::testkit::{self, find, Loop};
     use crate::server::sample::{RedoSample, Sample};
     use crate::server::{Capabilities, KnobValues};
     use proptest::prelude::*;
@@ -755,16 +755,7 @@ mod tests {
     }
 
     fn decide(f: &mut Flush, caps: &Capabilities, cur: &KnobValues, s: &Signals) -> Vec<Proposal> {
-        f.decide(&PolicyInput {
-            signals: s,
-            caps,
-            current: cur,
-            baseline: &baseline(),
-        })
-    }
-
-    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
-        ps.iter().find(|p| p.knob == knob)
+        testkit::propose(f, caps, cur, &baseline(), s)
     }
 
     fn with(knob: Knob, v: u64) -> KnobValues {

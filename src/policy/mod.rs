@@ -160,6 +160,27 @@ pub(crate) mod testkit {
         caps("8.0.40", |_| None)
     }
 
+    /// One policy's proposals for one tick, outside any loop.
+    pub fn propose<P: Policy + ?Sized>(
+        policy: &mut P,
+        caps: &Capabilities,
+        current: &KnobValues,
+        baseline: &KnobValues,
+        signals: &Signals,
+    ) -> Vec<super::Proposal> {
+        policy.decide(&PolicyInput {
+            signals,
+            caps,
+            current,
+            baseline,
+        })
+    }
+
+    /// The proposal for `knob`, if any.
+    pub fn find(ps: &[super::Proposal], knob: Knob) -> Option<&super::Proposal> {
+        ps.iter().find(|p| p.knob == knob)
+    }
+
     /// The controller's loop without a server: the guard's default limits (or the
     /// given ones) decide what is applied, and applied values are in effect at once.
     pub struct Loop {

@@ -743,7 +743,7 @@ impl Policy for PurgeRate {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::policy::testkit::{self, Loop};
+    use crate::policy::testkit::{self, find, Loop};
     use crate::server::sample::{RedoSample, Sample};
     use crate::signals::purge::testkit::{signals_with, trx};
     use crate::signals::ViewHistory;
@@ -902,10 +902,6 @@ mod tests {
         }
     }
 
-    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
-        ps.iter().find(|p| p.knob == knob)
-    }
-
     // ---- the estimate ---------------------------------------------------------------
 
     // ---- the delay formulas ---------------------------------------------------------
@@ -918,12 +914,7 @@ mod tests {
         base: &KnobValues,
         s: &Signals,
     ) -> Vec<Proposal> {
-        p.decide(&PolicyInput {
-            signals: s,
-            caps,
-            current: base,
-            baseline: base,
-        })
+        testkit::propose(p, caps, base, base, s)
     }
 
     #[test]

@@ -249,7 +249,7 @@ impl Policy for Undo {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::policy::testkit;
+    use crate::policy::testkit::{self, find};
     use crate::server::sample::{Sample, TrxInfo};
     use crate::server::{Capabilities, KnobValues};
     use crate::signals::Signals;
@@ -286,16 +286,7 @@ mod tests {
     }
 
     fn decide(u: &mut Undo, caps: &Capabilities, cur: &KnobValues, s: &Signals) -> Vec<Proposal> {
-        u.decide(&PolicyInput {
-            signals: s,
-            caps,
-            current: cur,
-            baseline: &baseline(),
-        })
-    }
-
-    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
-        ps.iter().find(|p| p.knob == knob)
+        testkit::propose(u, caps, cur, &baseline(), s)
     }
 
     #[test]

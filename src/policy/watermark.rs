@@ -423,6 +423,7 @@ impl Policy for Watermark {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::policy::testkit::find;
     use crate::server::flavor::ReplicaSource;
     use crate::signals::Signals;
     use proptest::prelude::*;
@@ -480,10 +481,6 @@ mod tests {
             baseline: base,
         };
         w.decide(&input)
-    }
-
-    fn find(ps: &[Proposal], knob: Knob) -> Option<&Proposal> {
-        ps.iter().find(|p| p.knob == knob)
     }
 
     /// Purge threads proposed at `pct` fill with `history` records, all purgeable.

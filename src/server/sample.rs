@@ -40,7 +40,7 @@ impl RedoSample {
 }
 
 /// The oldest active InnoDB transaction, the usual reason purge cannot progress.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrxInfo {
     pub trx_id: String,
     pub thread_id: Option<u64>,

@@ -352,13 +352,8 @@ mod tests {
             trx_id: "7".into(),
             thread_id: Some(1),
             age_s,
-            user: None,
-            host: None,
-            state: None,
-            isolation: None,
-            command: None,
             holds_read_view: true,
-            active_count: None,
+            ..TrxInfo::default()
         };
         let mut w = SignalWindow::new(Duration::from_secs(10));
         // Draining 1 000/s for 10 s, then a view opens at t = 10 s and history grows.
