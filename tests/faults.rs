@@ -8,44 +8,25 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::configs::TestConfig;
 use common::proxy::Proxy;
 use common::run::{
-    events, knob, knob_values, signal, signal_pid, wait_exit, wait_for_applied, wait_knob_moved,
-    Run,
+    events, kill, knob, knob_values, signal_pid, stop, succeeded, wait_exit, wait_for_applied,
+    wait_for_event, wait_for_record, wait_knob_moved, Run,
 };
 use common::{eventually, MariaDb};
 
-/// Narrow watermarks and a short interval so that purge threads move within seconds
-/// under a small update load; short timeouts so faults show quickly.
-const BASE: &str = r#"
-[server]
-connect_timeout = "1s"
-query_timeout = "1s"
-
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-max_sets_per_minute = 600
-RECONNECT
-
-[knobs.innodb_purge_threads]
-min = 1
-max = 4
-max_step = 1
-min_dwell = "500ms"
-
-[policy.watermark]
-low_pct = 1.0
-high_pct = 12.0
-max_purge_threads = 4
-hysteresis_pct = 0.5
-"#;
-
-fn config(reconnect: &str) -> String {
-    BASE.replace("RECONNECT", reconnect)
+/// Narrow watermarks (purge threads move within seconds under a small update load)
+/// and short timeouts, so faults show quickly; `control` adds `[control]` lines.
+fn config(control: &str) -> String {
+    TestConfig::new()
+        .server("connect_timeout = \"1s\"")
+        .server("query_timeout = \"1s\"")
+        .restore_timeout("10s")
+        .max_sets_per_minute(600)
+        .control(control)
+        .narrow_watermark("500ms")
+        .build()
 }
 
 async fn loaded(db: &MariaDb) -> common::LoadHandle {
@@ -89,17 +70,8 @@ async fn mysqld_killed_and_restarted_during_run() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         db.start();
         let ready_ms = unix_ms();
-        let regained = eventually(
-            "connection_regained after the restart",
-            Duration::from_secs(20),
-            Duration::from_millis(100),
-            || async {
-                let recs = run.records();
-                let found = events(&recs, "connection_regained").len() >= cycle;
-                found.then(|| events(&recs, "connection_regained")[cycle - 1].clone())
-            },
-        )
-        .await;
+        let regained =
+            wait_for_event(&run, "connection_regained", cycle, Duration::from_secs(20)).await;
         assert_eq!(regained["server_restarted"], true, "{regained}");
         // Within two intervals (500 ms each) of the server accepting connections, plus
         // a second of slack for a loaded 2-core machine.
@@ -114,9 +86,7 @@ async fn mysqld_killed_and_restarted_during_run() {
         // Let innopilot work on the new server life before the next fault.
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     // No decision between losing the server and regaining it, and none in the tick
@@ -176,15 +146,7 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
     );
     db.start();
     drop(load);
-    let out = run.command(
-        &db.dsn(),
-        &["restore", "--state-file", run.state().to_str().unwrap()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(run.restore(&db.dsn()));
     assert_eq!(knob_values(&db).await, startup);
 }
 
@@ -210,15 +172,14 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
     signal_pid(pid, "STOP");
     tokio::time::sleep(Duration::from_secs(5)).await;
     signal_pid(pid, "CONT");
-    let restore = eventually(
+    let restore = wait_for_record(
+        &run,
         "a give_up restore after the server returned",
         Duration::from_secs(20),
-        Duration::from_millis(200),
-        || async {
-            events(&run.records(), "restore")
-                .into_iter()
-                .find(|r| r["trigger"] == "give_up" && r["knob"] == "innodb_purge_threads")
-                .cloned()
+        |r| {
+            r["event"] == "restore"
+                && r["trigger"] == "give_up"
+                && r["knob"] == "innodb_purge_threads"
         },
     )
     .await;
@@ -228,9 +189,7 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
         child_alive(&child),
         "innopilot must keep running with on_server_lost = wait"
     );
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
 }
 
@@ -252,45 +211,24 @@ async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
         // Anywhere from before the first sample to several decisions in.
         let delay = 200 + rng.below(3_000);
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        signal(&child, "KILL");
-        let _ = wait_exit(child, Duration::from_secs(10));
+        kill(child);
         if knob_values(&db).await != startup {
             changed_at_kill += 1;
         }
         // Every other time a new run cleans up, else `innopilot restore`.
         if i % 2 == 0 {
-            let out = run.command(
-                &db.dsn(),
-                &["restore", "--state-file", run.state().to_str().unwrap()],
-            );
-            assert!(
-                out.status.success(),
-                "run {i}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            succeeded(run.restore(&db.dsn()));
         } else {
             let starts_before = events(&run.records(), "start").len();
             let child = run.spawn(&db.dsn(), &[]);
-            let start = eventually(
-                "the new run's start record",
-                Duration::from_secs(20),
-                Duration::from_millis(100),
-                || async {
-                    let recs = run.records();
-                    events(&recs, "start")
-                        .get(starts_before)
-                        .map(|r| (*r).clone())
-                },
-            )
-            .await;
+            let start =
+                wait_for_event(&run, "start", starts_before + 1, Duration::from_secs(20)).await;
             // Its own baseline must be the real one, not what the killed run left.
             for (k, v) in &startup {
                 let want = innopilot::server::sample::parse_u64(v.as_deref().unwrap()).unwrap();
                 assert_eq!(start["baseline"][k], want, "run {i}: {k}");
             }
-            signal(&child, "TERM");
-            let (code, err) = wait_exit(child, Duration::from_secs(20));
-            assert_eq!(code, Some(0), "run {i}: {err}");
+            stop(child, Duration::from_secs(20));
         }
         assert_eq!(
             knob_values(&db).await,
@@ -313,13 +251,7 @@ async fn hung_queries_time_out_without_exhausting_connections() {
     let proxy = Proxy::start(db.port()).await;
     let run = Run::with_config(&config("reconnect_budget = \"1m\""));
     let child = run.spawn(&proxy.dsn(), &["--dry-run"]);
-    eventually(
-        "a dry-run decision",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async { events(&run.records(), "decision").first().map(|_| ()) },
-    )
-    .await;
+    wait_for_event(&run, "decision", 1, Duration::from_secs(30)).await;
     let threads_before: u64 = db.status_u64("Threads_connected").await;
     for _ in 0..2 {
         proxy.stall(true);
@@ -337,9 +269,7 @@ async fn hung_queries_time_out_without_exhausting_connections() {
     }
     let decisions_before_end = events(&run.records(), "decision").len();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     assert!(
@@ -375,9 +305,7 @@ async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
     let cut_set = proxy.sets()[0].clone();
     // Several more ticks, so the next decisions are made after the read-back.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     assert!(
@@ -433,9 +361,7 @@ async fn operator_changes_at_random_are_never_reverted() {
             );
         }
     }
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let after = knob_values(&db).await;
     for (name, value) in &after {
@@ -484,9 +410,7 @@ async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
     let child = run.spawn_at(&db.dsn(), &["--dry-run"], &bad_audit, &bad_state);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(child_alive(&child), "dry-run must keep going");
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "{err}");
+    let err = stop(child, Duration::from_secs(20));
     assert!(err.contains("audit") && err.contains("not-a-dir"), "{err}");
     assert_eq!(knob_values(&db).await, startup);
 }

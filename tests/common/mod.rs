@@ -33,11 +33,13 @@
 //! | `sql` | bounded SQL (on a connection or on the server) and [`eventually`] |
 //! | `load` | `test.t` and the update load |
 //! | `views` | the read-view holder |
+//! | `configs` | the TOML configs the live tests run innopilot with |
 //! | `run` | driving the `innopilot` binary and reading its audit log |
 //! | `proxy` | a loopback TCP proxy that stalls or cuts connections |
 // Each test file uses a part of the harness; the rest is neither dead nor unused.
 #![allow(dead_code, unused_imports)]
 
+pub mod configs;
 pub mod load;
 pub mod proxy;
 pub mod run;
