@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use common::configs;
@@ -13,7 +13,7 @@ use common::run::{
     events, globals, kill, knob, stop, succeeded, wait_exit, wait_for_applied, wait_for_event,
     wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, innopilot_bin, MariaDb};
+use common::{eventually, innopilot_bin, MariaDb, ReadViewHandle};
 
 /// The watermark config: purge threads move within seconds under a small load.
 fn config() -> String {
@@ -70,10 +70,8 @@ async fn dry_run_decides_but_changes_nothing() {
 async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     let (db, load) = loaded_server().await;
     let before = globals(&db).await;
-    let view = db.hold_read_view().await;
     let run = Run::with_config(&config());
-    let child = run.spawn(&db.dsn(), &[]);
-    let first = wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let (view, child, first) = applied_run(&db, &run, &[]).await;
     let to = first["to"].as_u64().unwrap();
     assert!((1..=4).contains(&to), "{first}");
     assert_eq!(first["readback"], first["to"]);
@@ -100,6 +98,19 @@ async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     assert!(!events(&recs, "restore").is_empty(), "restore records");
     let after = globals(&db).await;
     assert_eq!(before, after, "baseline not restored after SIGTERM");
+}
+
+/// Holds a read view (so history keeps growing), then starts a live run with `extra`
+/// arguments; returns once it has applied a purge-thread decision, with that decision.
+async fn applied_run(
+    db: &MariaDb,
+    run: &Run,
+    extra: &[&str],
+) -> (ReadViewHandle, Child, serde_json::Value) {
+    let view = db.hold_read_view().await;
+    let child = run.spawn(&db.dsn(), extra);
+    let first = wait_for_applied(run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    (view, child, first)
 }
 
 /// Starts a live run, waits until it has moved purge threads away from `baseline`,
@@ -166,10 +177,8 @@ async fn sigkill_then_next_start_restores_the_baseline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_set_is_never_reverted() {
     let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
     let run = Run::with_config(&config());
-    let child = run.spawn(&db.dsn(), &[]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let (view, child, _) = applied_run(&db, &run, &[]).await;
     // An operator picks a value innopilot would never choose (above its max of 4).
     db.exec("SET GLOBAL innodb_purge_threads = 7").await;
     wait_for_record(
@@ -244,11 +253,9 @@ async fn without_set_privilege_live_exits_3_and_dry_run_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
     let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
     let run = Run::with_config(&config());
     let recording = run.dir.path().join("recording.jsonl");
-    let child = run.spawn(&db.dsn(), &["--record", recording.to_str().unwrap()]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let (view, child, _) = applied_run(&db, &run, &["--record", recording.to_str().unwrap()]).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop(child, Duration::from_secs(20));
     view.release().await;
@@ -289,10 +296,8 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_hands_an_operator_owned_knob_back() {
     let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
     let run = Run::with_config(&config());
-    let child = run.spawn(&db.dsn(), &[]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let (view, child, _) = applied_run(&db, &run, &[]).await;
     // Above innopilot's max of 4, so it can never be mistaken for innopilot's own value.
     db.exec("SET GLOBAL innodb_purge_threads = 6").await;
     wait_for_event(&run, "operator_override", 1, Duration::from_secs(10)).await;

@@ -55,8 +55,7 @@ impl Run {
 
     /// As [`Run::spawn`], with an audit log and a state file of the test's choosing.
     pub fn spawn_at(&self, dsn: &str, extra: &[&str], audit: &Path, state: &Path) -> Child {
-        Command::new(innopilot_bin())
-            .arg("run")
+        innopilot_cmd(&["run"])
             .args(extra)
             .arg("--config")
             .arg(self.config())
@@ -66,9 +65,6 @@ impl Run {
             .arg(audit)
             .arg("--state-file")
             .arg(state)
-            .env("RUST_LOG", "innopilot=info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn innopilot run")
     }
@@ -102,6 +98,18 @@ impl Run {
     pub fn records(&self) -> Vec<serde_json::Value> {
         read_jsonl(&self.audit())
     }
+}
+
+/// `innopilot <args>` as a long-running command: logging at info, no stdin, stdout and
+/// stderr piped for the test to read.
+pub fn innopilot_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(innopilot_bin());
+    c.args(args)
+        .env("RUST_LOG", "innopilot=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
 
 pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
