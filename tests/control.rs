@@ -10,21 +10,14 @@ use std::time::Duration;
 
 use common::configs;
 use common::run::{
-    events, globals, kill, knob, stop, succeeded, wait_exit, wait_for_applied, wait_for_event,
+    events, globals, is, kill, knob, stop, succeeded, wait_exit, wait_for_applied, wait_for_event,
     wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, innopilot_bin, MariaDb, ReadViewHandle};
+use common::{eventually, innopilot_bin, loaded_server, MariaDb, ReadViewHandle};
 
 /// The watermark config: purge threads move within seconds under a small load.
 fn config() -> String {
     configs::watermark().build()
-}
-
-async fn loaded_server() -> (MariaDb, common::LoadHandle) {
-    let db = MariaDb::new();
-    db.prepare_table(20_000).await;
-    let load = db.spawn_update_load(4);
-    (db, load)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,6 +106,19 @@ async fn applied_run(
     (view, child, first)
 }
 
+/// An operator's `SET GLOBAL innodb_purge_threads`; returns once the run noticed it.
+async fn operator_sets_purge_threads(db: &MariaDb, run: &Run, value: u64) {
+    db.exec(&format!("SET GLOBAL innodb_purge_threads = {value}"))
+        .await;
+    wait_for_record(
+        run,
+        "operator_override in the audit log",
+        Duration::from_secs(10),
+        |r| is(r, "operator_override", "innodb_purge_threads"),
+    )
+    .await;
+}
+
 /// Starts a live run, waits until it has moved purge threads away from `baseline`,
 /// then SIGKILLs it: a crash that leaves the knob changed.
 async fn kill_once_moved(db: &MariaDb, run: &Run, baseline: u64) {
@@ -180,14 +186,7 @@ async fn operator_set_is_never_reverted() {
     let run = Run::with_config(&config());
     let (view, child, _) = applied_run(&db, &run, &[]).await;
     // An operator picks a value innopilot would never choose (above its max of 4).
-    db.exec("SET GLOBAL innodb_purge_threads = 7").await;
-    wait_for_record(
-        &run,
-        "operator_override in the audit log",
-        Duration::from_secs(10),
-        |r| r["event"] == "operator_override" && r["knob"] == "innodb_purge_threads",
-    )
-    .await;
+    operator_sets_purge_threads(&db, &run, 7).await;
     // `status` shows the knob as operator-owned.
     let status = run.status_json(&db.dsn());
     assert_eq!(
@@ -299,8 +298,7 @@ async fn release_hands_an_operator_owned_knob_back() {
     let run = Run::with_config(&config());
     let (view, child, _) = applied_run(&db, &run, &[]).await;
     // Above innopilot's max of 4, so it can never be mistaken for innopilot's own value.
-    db.exec("SET GLOBAL innodb_purge_threads = 6").await;
-    wait_for_event(&run, "operator_override", 1, Duration::from_secs(10)).await;
+    operator_sets_purge_threads(&db, &run, 6).await;
     succeeded(
         Command::new(innopilot_bin())
             .args(["release", "innodb_purge_threads", "--config"])

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use common::configs::TestConfig;
 use common::proxy::Proxy;
 use common::run::{
-    events, kill, knob, knob_values, signal_pid, stop, succeeded, wait_exit, wait_for_applied,
-    wait_for_event, wait_for_record, wait_knob_moved, Run,
+    assert_took_less, events, is, kill, knob, knob_values, signal_pid, stop, succeeded, wait_exit,
+    wait_for_applied, wait_for_event, wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, MariaDb};
+use common::{eventually, loaded_server, MariaDb};
 
 /// Narrow watermarks (purge threads move within seconds under a small update load)
 /// and short timeouts, so faults show quickly; `control` adds `[control]` lines.
@@ -27,11 +27,6 @@ fn config(control: &str) -> String {
         .control(control)
         .narrow_watermark("500ms")
         .build()
-}
-
-async fn loaded(db: &MariaDb) -> common::LoadHandle {
-    db.prepare_table(20_000).await;
-    db.spawn_update_load(4)
 }
 
 /// A small deterministic generator, so a failing run can be repeated.
@@ -59,8 +54,7 @@ fn unix_ms() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysqld_killed_and_restarted_during_run() {
     const CYCLES: usize = 3;
-    let mut db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (mut db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let child = run.spawn(&db.dsn(), &[]);
@@ -121,8 +115,7 @@ async fn mysqld_killed_and_restarted_during_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
-    let mut db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (mut db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(
         "reconnect_budget = \"2s\"\non_server_lost = \"exit\"",
@@ -134,11 +127,7 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
     let (code, err) = wait_exit(child, Duration::from_secs(30));
     assert_eq!(code, Some(4), "stderr: {err}");
     assert!(err.contains("gave up"), "{err}");
-    assert!(
-        t.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        t.elapsed()
-    );
+    assert_took_less(t, Duration::from_secs(20));
     let state = std::fs::read_to_string(run.state()).unwrap();
     assert!(
         state.contains("\"clean\": false"),
@@ -152,8 +141,7 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let baseline = knob(&db, "innodb_purge_threads").await;
     let run = Run::with_config(&config(
         "reconnect_budget = \"2s\"\non_server_lost = \"wait\"",
@@ -176,11 +164,7 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
         &run,
         "a give_up restore after the server returned",
         Duration::from_secs(20),
-        |r| {
-            r["event"] == "restore"
-                && r["trigger"] == "give_up"
-                && r["knob"] == "innodb_purge_threads"
-        },
+        |r| is(r, "restore", "innodb_purge_threads") && r["trigger"] == "give_up",
     )
     .await;
     assert_eq!(restore["to"], baseline);
@@ -200,8 +184,7 @@ fn child_alive(child: &std::process::Child) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
     const RUNS: u64 = 8;
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let mut rng = Lcg(0x5eed_1234);
@@ -246,8 +229,7 @@ async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_queries_time_out_without_exhausting_connections() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let proxy = Proxy::start(db.port()).await;
     let run = Run::with_config(&config("reconnect_budget = \"1m\""));
     let child = run.spawn(&proxy.dsn(), &["--dry-run"]);
@@ -286,8 +268,7 @@ async fn hung_queries_time_out_without_exhausting_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let proxy = Proxy::start(db.port()).await;
     let run = Run::with_config(&config(""));
     proxy.cut_after_set(true);
@@ -334,8 +315,7 @@ async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_changes_at_random_are_never_reverted() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let child = run.spawn(&db.dsn(), &[]);
@@ -417,8 +397,7 @@ async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_file_lost_mid_run_stops_acting_and_restores() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let state_dir = run.dir.path().join("state");

@@ -243,3 +243,12 @@ impl Drop for LoadHandle {
         }
     }
 }
+
+/// A new server with `test.t` (20 000 rows) under an update load on four connections:
+/// enough for redo fill and history to move within seconds.
+pub async fn loaded_server() -> (MariaDb, LoadHandle) {
+    let db = MariaDb::new();
+    db.prepare_table(20_000).await;
+    let load = db.spawn_update_load(4);
+    (db, load)
+}

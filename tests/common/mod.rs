@@ -50,7 +50,7 @@ pub mod views;
 
 use std::path::PathBuf;
 
-pub use load::{LoadHandle, LoadStats};
+pub use load::{loaded_server, LoadHandle, LoadStats};
 pub use server::{free_port, MariaDb, MariaDbBuilder, DEFAULT_READY_TIMEOUT, STOP_TIMEOUT};
 pub use sql::{
     bounded, bounded_for, eventually, exec_on, rows_on, scalar_string_on, HarnessError,

@@ -192,6 +192,11 @@ pub fn innopilot_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A whole scenario stays within its time budget: slower means something hangs.
+pub fn assert_took_less(t0: Instant, limit: Duration) {
+    assert!(t0.elapsed() < limit, "took {:?}", t0.elapsed());
+}
+
 /// Every global variable, as the server reports it.
 pub async fn globals(db: &MariaDb) -> BTreeMap<String, Option<String>> {
     db.query_rows("SHOW GLOBAL VARIABLES")
@@ -249,13 +254,18 @@ pub async fn wait_for_event(
     .await
 }
 
+/// Whether an audit record is an `event` about `knob`.
+pub fn is(r: &serde_json::Value, event: &str, knob: &str) -> bool {
+    r["event"] == event && r["knob"] == knob
+}
+
 /// Waits until the audit log has a decision on `knob_name` that was applied.
 pub async fn wait_for_applied(run: &Run, knob_name: &str, limit: Duration) -> serde_json::Value {
     wait_for_record(
         run,
         &format!("an applied decision on {knob_name} in the audit log"),
         limit,
-        |r| r["event"] == "decision" && r["knob"] == knob_name && r["applied"] == true,
+        |r| is(r, "decision", knob_name) && r["applied"] == true,
     )
     .await
 }

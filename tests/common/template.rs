@@ -205,16 +205,20 @@ fn remove_stale_work_dirs(root: &Path) {
         return;
     };
     for e in entries.flatten() {
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > Duration::from_secs(600));
+        let old = older_than(&e, Duration::from_secs(600));
         if old && e.file_name().to_string_lossy().starts_with("tmp-") {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// Whether `e` was last modified more than `age` ago (unknown ages are young: keep).
+fn older_than(e: &std::fs::DirEntry, age: Duration) -> bool {
+    e.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|a| a > age)
 }
 
 pub(super) const SERVER_DIR_PREFIX: &str = "innopilot-mdb-";
@@ -234,12 +238,7 @@ fn remove_abandoned_server_dirs() {
         {
             continue;
         }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > Duration::from_secs(3600));
+        let old = older_than(&e, Duration::from_secs(3600));
         let live = std::fs::read_to_string(e.path().join("mysqld.pid"))
             .ok()
             .and_then(|p| p.trim().parse::<u32>().ok())
