@@ -13,7 +13,7 @@ use common::run::{
     events, globals, is, kill, knob, stop, succeeded, wait_exit, wait_for_applied, wait_for_event,
     wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, innopilot_bin, loaded_server, MariaDb, ReadViewHandle};
+use common::{eventually, innopilot_bin, loaded_server, LoadHandle, MariaDb, ReadViewHandle};
 
 /// The watermark config: purge threads move within seconds under a small load.
 fn config() -> String {
@@ -106,17 +106,25 @@ async fn applied_run(
     (view, child, first)
 }
 
-/// An operator's `SET GLOBAL innodb_purge_threads`; returns once the run noticed it.
-async fn operator_sets_purge_threads(db: &MariaDb, run: &Run, value: u64) {
+/// A live run on a loaded server (read view held, a purge-thread decision applied),
+/// then an operator's `SET GLOBAL innodb_purge_threads = value`; returns once the run
+/// noticed it.
+async fn operator_took_purge_threads(
+    value: u64,
+) -> (MariaDb, LoadHandle, Run, ReadViewHandle, Child) {
+    let (db, load) = loaded_server().await;
+    let run = Run::with_config(&config());
+    let (view, child, _) = applied_run(&db, &run, &[]).await;
     db.exec(&format!("SET GLOBAL innodb_purge_threads = {value}"))
         .await;
     wait_for_record(
-        run,
+        &run,
         "operator_override in the audit log",
         Duration::from_secs(10),
         |r| is(r, "operator_override", "innodb_purge_threads"),
     )
     .await;
+    (db, load, run, view, child)
 }
 
 /// Starts a live run, waits until it has moved purge threads away from `baseline`,
@@ -182,11 +190,8 @@ async fn sigkill_then_next_start_restores_the_baseline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_set_is_never_reverted() {
-    let (db, load) = loaded_server().await;
-    let run = Run::with_config(&config());
-    let (view, child, _) = applied_run(&db, &run, &[]).await;
     // An operator picks a value innopilot would never choose (above its max of 4).
-    operator_sets_purge_threads(&db, &run, 7).await;
+    let (db, load, run, view, child) = operator_took_purge_threads(7).await;
     // `status` shows the knob as operator-owned.
     let status = run.status_json(&db.dsn());
     assert_eq!(
@@ -264,7 +269,7 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
     let live: Vec<(String, u64, u64)> = events(&run.records(), "decision")
         .iter()
         .filter(|d| applied(&d["outcome"]))
-        .map(|d| knob_move(&d))
+        .map(|d| knob_move(d))
         .collect();
     assert!(
         live.len() >= 2,
@@ -294,11 +299,8 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_hands_an_operator_owned_knob_back() {
-    let (db, load) = loaded_server().await;
-    let run = Run::with_config(&config());
-    let (view, child, _) = applied_run(&db, &run, &[]).await;
     // Above innopilot's max of 4, so it can never be mistaken for innopilot's own value.
-    operator_sets_purge_threads(&db, &run, 6).await;
+    let (db, load, run, view, child) = operator_took_purge_threads(6).await;
     succeeded(
         Command::new(innopilot_bin())
             .args(["release", "innodb_purge_threads", "--config"])

@@ -204,6 +204,20 @@ async fn restart_keeps_port_and_data_and_the_load_reconnects() {
     );
 }
 
+/// Polls the history list length (30 s at most) until `ok` accepts it; returns it.
+async fn wait_history(db: &MariaDb, what: &str, ok: impl Fn(u64) -> bool) -> u64 {
+    eventually(
+        what,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let h = db.history_list_length().await;
+            ok(h).then_some(h)
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let db = MariaDb::builder()
@@ -218,14 +232,10 @@ async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let t = Instant::now();
     let view = db.hold_read_view().await;
     assert_eq!(view.rows_seen(), 10_000);
-    let grown = eventually(
+    let grown = wait_history(
+        &db,
         "history list to grow by 5000 while the read view is held",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let h = db.history_list_length().await;
-            (h >= before + 5_000).then_some(h)
-        },
+        |h| h >= before + 5_000,
     )
     .await;
     eprintln!(
@@ -245,14 +255,10 @@ async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let peak = db.history_list_length().await;
     let t = Instant::now();
     view.release().await;
-    let drained = eventually(
+    let drained = wait_history(
+        &db,
         "history list to fall below half its peak after the view ended",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let h = db.history_list_length().await;
-            (h < peak / 2).then_some(h)
-        },
+        |h| h < peak / 2,
     )
     .await;
     eprintln!(
@@ -306,20 +312,10 @@ async fn create_user_gets_exactly_the_granted_privileges() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(
-        scalar_string_on(&mut conn, "SELECT CURRENT_USER()")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("watcher@127.0.0.1")
-    );
-    assert_eq!(
-        scalar_string_on(&mut conn, "SELECT COUNT(*) FROM test.t")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("10")
-    );
+    let who = scalar_string_on(&mut conn, "SELECT CURRENT_USER()").await;
+    assert_eq!(who.unwrap().as_deref(), Some("watcher@127.0.0.1"));
+    let rows = scalar_string_on(&mut conn, "SELECT COUNT(*) FROM test.t").await;
+    assert_eq!(rows.unwrap().as_deref(), Some("10"));
     // Readable status, but no writes and no SET GLOBAL: PUBLIC grants on `test` are gone.
     scalar_string_on(
         &mut conn,
