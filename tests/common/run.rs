@@ -1,5 +1,8 @@
 //! Driving the `innopilot` binary in black-box tests: a temp dir with a config, audit
-//! log and state file; spawning `run`; reading the audit log back; signals and exits.
+//! log and state file; spawning `run` and the one-shot commands; reading the audit log
+//! back and waiting for a record in it (the first decision, the n-th start, …);
+//! stopping (SIGTERM, exit 0 owed) and killing a run; the server's knobs as innopilot
+//! sees them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
