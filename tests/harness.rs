@@ -7,6 +7,15 @@ use std::time::{Duration, Instant};
 use common::{eventually, exec_on, scalar_string_on, MariaDb};
 use sqlx::{ConnectOptions, Connection};
 
+/// A connection through a DSN as a client would make it (sqlx parses the DSN).
+async fn connect_dsn(dsn: &str) -> sqlx::mysql::MySqlConnection {
+    dsn.parse::<sqlx::mysql::MySqlConnectOptions>()
+        .unwrap()
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {dsn}: {e}"))
+}
+
 /// The named global variables as the server reports them (a missing one as `<unset>`).
 async fn globals_of(db: &MariaDb, names: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
@@ -68,13 +77,7 @@ async fn starts_a_private_server_on_its_own_port_and_socket() {
         .unwrap();
     assert_eq!(who.as_deref(), Some("root@localhost"));
     conn.close().await.unwrap();
-    let mut conn = db
-        .socket_dsn()
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = connect_dsn(&db.socket_dsn()).await;
     let port = scalar_string_on(&mut conn, "SELECT @@port").await.unwrap();
     assert_eq!(port, Some(db.port().to_string()));
     conn.close().await.unwrap();
@@ -306,12 +309,7 @@ async fn create_user_gets_exactly_the_granted_privileges() {
         dsn.starts_with("mysql://watcher:s3cret%3A%2F%40x@127.0.0.1:"),
         "{dsn}"
     );
-    let mut conn = dsn
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = connect_dsn(&dsn).await;
     let who = scalar_string_on(&mut conn, "SELECT CURRENT_USER()").await;
     assert_eq!(who.unwrap().as_deref(), Some("watcher@127.0.0.1"));
     let rows = scalar_string_on(&mut conn, "SELECT COUNT(*) FROM test.t").await;
