@@ -55,10 +55,18 @@ impl TestConfig {
     /// the harness's 32 MiB redo log.
     pub fn narrow_watermark(self, min_dwell: &str) -> Self {
         self.section(format!(
-            "[knobs.innodb_purge_threads]\nmin = 1\nmax = 4\nmax_step = 1\nmin_dwell = \"{min_dwell}\""
+            "[knobs.innodb_purge_threads]
+min = 1
+max = 4
+max_step = 1
+min_dwell = \"{min_dwell}\""
         ))
         .section(
-            "[policy.watermark]\nlow_pct = 1.0\nhigh_pct = 12.0\nmax_purge_threads = 4\nhysteresis_pct = 0.5",
+            "[policy.watermark]
+low_pct = 1.0
+high_pct = 12.0
+max_purge_threads = 4
+hysteresis_pct = 0.5",
         )
     }
 
