@@ -5,62 +5,30 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 
+use common::configs;
 use common::run::{
-    events, globals, knob, signal, wait_exit, wait_for_applied, wait_knob_moved, Run,
+    events, globals, is, kill, knob, stop, succeeded, wait_exit, wait_for_applied, wait_for_event,
+    wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, innopilot_bin, MariaDb};
+use common::{eventually, innopilot_bin, loaded_server, LoadHandle, MariaDb, ReadViewHandle};
 
-/// Narrow watermarks and short dwell times, so redo fill under a small update load
-/// crosses buckets within seconds on a 32 MiB redo log.
-const CONFIG: &str = r#"
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-max_sets_per_minute = 120
-
-[knobs.innodb_purge_threads]
-min = 1
-max = 4
-max_step = 1
-min_dwell = "1s"
-
-[policy.watermark]
-low_pct = 1.0
-high_pct = 12.0
-max_purge_threads = 4
-hysteresis_pct = 0.5
-"#;
-
-async fn loaded_server() -> (MariaDb, common::LoadHandle) {
-    let db = MariaDb::new();
-    db.prepare_table(20_000).await;
-    let load = db.spawn_update_load(4);
-    (db, load)
+/// The watermark config: purge threads move within seconds under a small load.
+fn config() -> String {
+    configs::watermark().build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_decides_but_changes_nothing() {
     let (db, load) = loaded_server().await;
     let before = globals(&db).await;
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&config());
     let child = run.spawn(&db.dsn(), &["--dry-run"]);
-    eventually(
-        "a dry-run decision",
-        Duration::from_secs(40),
-        Duration::from_millis(250),
-        || async { events(&run.records(), "decision").first().map(|_| ()) },
-    )
-    .await;
+    wait_for_event(&run, "decision", 1, Duration::from_secs(40)).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let after = globals(&db).await;
     assert_eq!(before, after, "dry-run changed a server variable");
@@ -95,10 +63,8 @@ async fn dry_run_decides_but_changes_nothing() {
 async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     let (db, load) = loaded_server().await;
     let before = globals(&db).await;
-    let view = db.hold_read_view().await;
-    let run = Run::with_config(CONFIG);
-    let child = run.spawn(&db.dsn(), &[]);
-    let first = wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let run = Run::with_config(&config());
+    let (view, child, first) = applied_run(&db, &run, &[]).await;
     let to = first["to"].as_u64().unwrap();
     assert!((1..=4).contains(&to), "{first}");
     assert_eq!(first["readback"], first["to"]);
@@ -106,9 +72,7 @@ async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     let live = knob(&db, "innodb_purge_threads").await;
     assert!((1..=4).contains(&live));
     tokio::time::sleep(Duration::from_secs(4)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     view.release().await;
     drop(load);
     let recs = run.records();
@@ -129,22 +93,60 @@ async fn live_run_moves_purge_threads_within_bounds_and_sigterm_restores() {
     assert_eq!(before, after, "baseline not restored after SIGTERM");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_then_next_start_restores_the_baseline() {
+/// Holds a read view (so history keeps growing), then starts a live run with `extra`
+/// arguments; returns once it has applied a purge-thread decision, with that decision.
+async fn applied_run(
+    db: &MariaDb,
+    run: &Run,
+    extra: &[&str],
+) -> (ReadViewHandle, Child, serde_json::Value) {
+    let view = db.hold_read_view().await;
+    let child = run.spawn(&db.dsn(), extra);
+    let first = wait_for_applied(run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    (view, child, first)
+}
+
+/// A live run on a loaded server (read view held, a purge-thread decision applied),
+/// then an operator's `SET GLOBAL innodb_purge_threads = value`; returns once the run
+/// noticed it.
+async fn operator_took_purge_threads(
+    value: u64,
+) -> (MariaDb, LoadHandle, Run, ReadViewHandle, Child) {
     let (db, load) = loaded_server().await;
-    let baseline = knob(&db, "innodb_purge_threads").await;
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&config());
+    let (view, child, _) = applied_run(&db, &run, &[]).await;
+    db.exec(&format!("SET GLOBAL innodb_purge_threads = {value}"))
+        .await;
+    wait_for_record(
+        &run,
+        "operator_override in the audit log",
+        Duration::from_secs(10),
+        |r| is(r, "operator_override", "innodb_purge_threads"),
+    )
+    .await;
+    (db, load, run, view, child)
+}
+
+/// Starts a live run, waits until it has moved purge threads away from `baseline`,
+/// then SIGKILLs it: a crash that leaves the knob changed.
+async fn kill_once_moved(db: &MariaDb, run: &Run, baseline: u64) {
     let child = run.spawn(&db.dsn(), &[]);
-    // Wait until innopilot has moved the knob away from the baseline, then kill it.
     wait_knob_moved(
-        &db,
+        db,
         "innodb_purge_threads",
         baseline,
         Duration::from_secs(40),
     )
     .await;
-    signal(&child, "KILL");
-    let _ = wait_exit(child, Duration::from_secs(10));
+    kill(child);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_then_next_start_restores_the_baseline() {
+    let (db, load) = loaded_server().await;
+    let baseline = knob(&db, "innodb_purge_threads").await;
+    let run = Run::with_config(&config());
+    kill_once_moved(&db, &run, baseline).await;
     drop(load);
     let left = knob(&db, "innodb_purge_threads").await;
     assert_ne!(
@@ -158,13 +160,7 @@ async fn sigkill_then_next_start_restores_the_baseline() {
     // the baseline, and the new run's own baseline is the original one, not the value
     // the crashed run left.
     let child = run.spawn(&db.dsn(), &[]);
-    eventually(
-        "the second run's start record",
-        Duration::from_secs(20),
-        Duration::from_millis(200),
-        || async { (events(&run.records(), "start").len() >= 2).then_some(()) },
-    )
-    .await;
+    wait_for_event(&run, "start", 2, Duration::from_secs(20)).await;
     let recs = run.records();
     let second_start = recs.iter().rposition(|r| r["event"] == "start").unwrap();
     assert!(
@@ -179,38 +175,14 @@ async fn sigkill_then_next_start_restores_the_baseline() {
         recs[second_start]["baseline"]["innodb_purge_threads"],
         baseline
     );
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
 
     // The same after another kill, with `innopilot restore` instead of a new run.
     let load = db.spawn_update_load(4);
-    let child = run.spawn(&db.dsn(), &[]);
-    wait_knob_moved(
-        &db,
-        "innodb_purge_threads",
-        baseline,
-        Duration::from_secs(40),
-    )
-    .await;
-    signal(&child, "KILL");
-    let _ = wait_exit(child, Duration::from_secs(10));
+    kill_once_moved(&db, &run, baseline).await;
     drop(load);
-    let out = Command::new(innopilot_bin())
-        .args(["restore", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .arg("--state-file")
-        .arg(run.state())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(run.restore(&db.dsn()));
     assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
     let state = std::fs::read_to_string(run.state()).unwrap();
     assert!(state.contains("\"clean\": true"), "{state}");
@@ -218,39 +190,10 @@ async fn sigkill_then_next_start_restores_the_baseline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_set_is_never_reverted() {
-    let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
-    let run = Run::with_config(CONFIG);
-    let child = run.spawn(&db.dsn(), &[]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
     // An operator picks a value innopilot would never choose (above its max of 4).
-    db.exec("SET GLOBAL innodb_purge_threads = 7").await;
-    eventually(
-        "operator_override in the audit log",
-        Duration::from_secs(10),
-        Duration::from_millis(200),
-        || async {
-            events(&run.records(), "operator_override")
-                .into_iter()
-                .find(|r| r["knob"] == "innodb_purge_threads")
-                .cloned()
-        },
-    )
-    .await;
+    let (db, load, run, view, child) = operator_took_purge_threads(7).await;
     // `status` shows the knob as operator-owned.
-    let out = Command::new(innopilot_bin())
-        .args(["status", "--json", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = run.status_json(&db.dsn());
     assert_eq!(
         status["controller"]["operator_owned"]["innodb_purge_threads"], 7,
         "{status}"
@@ -265,9 +208,7 @@ async fn operator_set_is_never_reverted() {
             "innopilot reverted the operator"
         );
     }
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     view.release().await;
     drop(load);
     // Not even the exit restore touches it.
@@ -296,7 +237,7 @@ async fn without_set_privilege_live_exits_3_and_dry_run_works() {
             &["PROCESS ON *.*", "REPLICATION CLIENT ON *.*"],
         )
         .await;
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&config());
     let child = run.spawn(&dsn, &[]);
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(3), "stderr: {err}");
@@ -308,31 +249,19 @@ async fn without_set_privilege_live_exits_3_and_dry_run_works() {
     assert!(!err.contains("obs-pw-9"), "password leaked: {err}");
 
     let child = run.spawn(&dsn, &["--dry-run"]);
-    eventually(
-        "dry-run start record",
-        Duration::from_secs(20),
-        Duration::from_millis(200),
-        || async { events(&run.records(), "start").first().map(|_| ()) },
-    )
-    .await;
+    wait_for_event(&run, "start", 1, Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
     let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&config());
     let recording = run.dir.path().join("recording.jsonl");
-    let child = run.spawn(&db.dsn(), &["--record", recording.to_str().unwrap()]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let (view, child, _) = applied_run(&db, &run, &["--record", recording.to_str().unwrap()]).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     view.release().await;
     drop(load);
 
@@ -340,42 +269,27 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
     let live: Vec<(String, u64, u64)> = events(&run.records(), "decision")
         .iter()
         .filter(|d| applied(&d["outcome"]))
-        .map(|d| {
-            (
-                d["knob"].as_str().unwrap().to_string(),
-                d["from"].as_u64().unwrap(),
-                d["to"].as_u64().unwrap(),
-            )
-        })
+        .map(|d| knob_move(d))
         .collect();
     assert!(
         live.len() >= 2,
         "the live run made too few decisions to compare: {live:?}"
     );
 
-    let out = Command::new(innopilot_bin())
-        .args(["replay", "--json", "--config"])
-        .arg(run.config())
-        .arg(&recording)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        Command::new(innopilot_bin())
+            .args(["replay", "--json", "--config"])
+            .arg(run.config())
+            .arg(&recording)
+            .output()
+            .unwrap(),
     );
     let replayed: Vec<(String, u64, u64)> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .flat_map(|step| step["decisions"].as_array().cloned().unwrap_or_default())
         .filter(|d| applied(&d["outcome"]))
-        .map(|d| {
-            (
-                d["knob"].as_str().unwrap().to_string(),
-                d["from"].as_u64().unwrap(),
-                d["to"].as_u64().unwrap(),
-            )
-        })
+        .map(|d| knob_move(&d))
         .collect();
     assert_eq!(
         replayed, live,
@@ -385,33 +299,14 @@ async fn replay_of_a_recorded_live_run_makes_the_same_decisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_hands_an_operator_owned_knob_back() {
-    let (db, load) = loaded_server().await;
-    let view = db.hold_read_view().await;
-    let run = Run::with_config(CONFIG);
-    let child = run.spawn(&db.dsn(), &[]);
-    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
     // Above innopilot's max of 4, so it can never be mistaken for innopilot's own value.
-    db.exec("SET GLOBAL innodb_purge_threads = 6").await;
-    eventually(
-        "operator_override",
-        Duration::from_secs(10),
-        Duration::from_millis(100),
-        || async {
-            events(&run.records(), "operator_override")
-                .first()
-                .map(|_| ())
-        },
-    )
-    .await;
-    let out = Command::new(innopilot_bin())
-        .args(["release", "innodb_purge_threads", "--config"])
-        .arg(run.config())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (db, load, run, view, child) = operator_took_purge_threads(6).await;
+    succeeded(
+        Command::new(innopilot_bin())
+            .args(["release", "innodb_purge_threads", "--config"])
+            .arg(run.config())
+            .output()
+            .unwrap(),
     );
     let released_at = eventually(
         "a released record",
@@ -443,14 +338,7 @@ async fn release_hands_an_operator_owned_knob_back() {
     )
     .await;
     // …and `status` no longer lists it as operator-owned.
-    let out = Command::new(innopilot_bin())
-        .args(["status", "--json", "--config"])
-        .arg(run.config())
-        .arg("--dsn")
-        .arg(db.dsn())
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = run.status_json(&db.dsn());
     assert!(
         status["controller"]["operator_owned"]
             .get("innodb_purge_threads")
@@ -458,11 +346,18 @@ async fn release_hands_an_operator_owned_knob_back() {
         "{}",
         status["controller"]
     );
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     view.release().await;
     drop(load);
     // The operator's 6 became the knob's baseline: that is what the exit restored.
     assert_eq!(knob(&db, "innodb_purge_threads").await, 6);
+}
+
+/// A decision as (knob, from, to), the part a replay must repeat.
+fn knob_move(d: &serde_json::Value) -> (String, u64, u64) {
+    (
+        d["knob"].as_str().unwrap().to_string(),
+        d["from"].as_u64().unwrap(),
+        d["to"].as_u64().unwrap(),
+    )
 }

@@ -8,49 +8,25 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::configs::TestConfig;
 use common::proxy::Proxy;
 use common::run::{
-    events, knob, knob_values, signal, signal_pid, wait_exit, wait_for_applied, wait_knob_moved,
-    Run,
+    assert_took_less, events, is, kill, knob, knob_values, signal_pid, stop, succeeded, wait_exit,
+    wait_for_applied, wait_for_event, wait_for_record, wait_knob_moved, Run,
 };
-use common::{eventually, MariaDb};
+use common::{eventually, loaded_server, MariaDb};
 
-/// Narrow watermarks and a short interval so that purge threads move within seconds
-/// under a small update load; short timeouts so faults show quickly.
-const BASE: &str = r#"
-[server]
-connect_timeout = "1s"
-query_timeout = "1s"
-
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-max_sets_per_minute = 600
-RECONNECT
-
-[knobs.innodb_purge_threads]
-min = 1
-max = 4
-max_step = 1
-min_dwell = "500ms"
-
-[policy.watermark]
-low_pct = 1.0
-high_pct = 12.0
-max_purge_threads = 4
-hysteresis_pct = 0.5
-"#;
-
-fn config(reconnect: &str) -> String {
-    BASE.replace("RECONNECT", reconnect)
-}
-
-async fn loaded(db: &MariaDb) -> common::LoadHandle {
-    db.prepare_table(20_000).await;
-    db.spawn_update_load(4)
+/// Narrow watermarks (purge threads move within seconds under a small update load)
+/// and short timeouts, so faults show quickly; `control` adds `[control]` lines.
+fn config(control: &str) -> String {
+    TestConfig::new()
+        .server("connect_timeout = \"1s\"")
+        .server("query_timeout = \"1s\"")
+        .restore_timeout("10s")
+        .max_sets_per_minute(600)
+        .control(control)
+        .narrow_watermark("500ms")
+        .build()
 }
 
 /// A small deterministic generator, so a failing run can be repeated.
@@ -78,8 +54,7 @@ fn unix_ms() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysqld_killed_and_restarted_during_run() {
     const CYCLES: usize = 3;
-    let mut db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (mut db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let child = run.spawn(&db.dsn(), &[]);
@@ -89,17 +64,8 @@ async fn mysqld_killed_and_restarted_during_run() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         db.start();
         let ready_ms = unix_ms();
-        let regained = eventually(
-            "connection_regained after the restart",
-            Duration::from_secs(20),
-            Duration::from_millis(100),
-            || async {
-                let recs = run.records();
-                let found = events(&recs, "connection_regained").len() >= cycle;
-                found.then(|| events(&recs, "connection_regained")[cycle - 1].clone())
-            },
-        )
-        .await;
+        let regained =
+            wait_for_event(&run, "connection_regained", cycle, Duration::from_secs(20)).await;
         assert_eq!(regained["server_restarted"], true, "{regained}");
         // Within two intervals (500 ms each) of the server accepting connections, plus
         // a second of slack for a loaded 2-core machine.
@@ -114,9 +80,7 @@ async fn mysqld_killed_and_restarted_during_run() {
         // Let innopilot work on the new server life before the next fault.
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     // No decision between losing the server and regaining it, and none in the tick
@@ -151,8 +115,7 @@ async fn mysqld_killed_and_restarted_during_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
-    let mut db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (mut db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(
         "reconnect_budget = \"2s\"\non_server_lost = \"exit\"",
@@ -164,11 +127,7 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
     let (code, err) = wait_exit(child, Duration::from_secs(30));
     assert_eq!(code, Some(4), "stderr: {err}");
     assert!(err.contains("gave up"), "{err}");
-    assert!(
-        t.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        t.elapsed()
-    );
+    assert_took_less(t, Duration::from_secs(20));
     let state = std::fs::read_to_string(run.state()).unwrap();
     assert!(
         state.contains("\"clean\": false"),
@@ -176,22 +135,13 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
     );
     db.start();
     drop(load);
-    let out = run.command(
-        &db.dsn(),
-        &["restore", "--state-file", run.state().to_str().unwrap()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(run.restore(&db.dsn()));
     assert_eq!(knob_values(&db).await, startup);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let baseline = knob(&db, "innodb_purge_threads").await;
     let run = Run::with_config(&config(
         "reconnect_budget = \"2s\"\non_server_lost = \"wait\"",
@@ -210,16 +160,11 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
     signal_pid(pid, "STOP");
     tokio::time::sleep(Duration::from_secs(5)).await;
     signal_pid(pid, "CONT");
-    let restore = eventually(
+    let restore = wait_for_record(
+        &run,
         "a give_up restore after the server returned",
         Duration::from_secs(20),
-        Duration::from_millis(200),
-        || async {
-            events(&run.records(), "restore")
-                .into_iter()
-                .find(|r| r["trigger"] == "give_up" && r["knob"] == "innodb_purge_threads")
-                .cloned()
-        },
+        |r| is(r, "restore", "innodb_purge_threads") && r["trigger"] == "give_up",
     )
     .await;
     assert_eq!(restore["to"], baseline);
@@ -228,9 +173,7 @@ async fn server_hung_beyond_budget_restores_baseline_when_it_returns() {
         child_alive(&child),
         "innopilot must keep running with on_server_lost = wait"
     );
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     assert_eq!(knob(&db, "innodb_purge_threads").await, baseline);
 }
 
@@ -241,8 +184,7 @@ fn child_alive(child: &std::process::Child) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
     const RUNS: u64 = 8;
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let mut rng = Lcg(0x5eed_1234);
@@ -252,45 +194,24 @@ async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
         // Anywhere from before the first sample to several decisions in.
         let delay = 200 + rng.below(3_000);
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        signal(&child, "KILL");
-        let _ = wait_exit(child, Duration::from_secs(10));
+        kill(child);
         if knob_values(&db).await != startup {
             changed_at_kill += 1;
         }
         // Every other time a new run cleans up, else `innopilot restore`.
         if i % 2 == 0 {
-            let out = run.command(
-                &db.dsn(),
-                &["restore", "--state-file", run.state().to_str().unwrap()],
-            );
-            assert!(
-                out.status.success(),
-                "run {i}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            succeeded(run.restore(&db.dsn()));
         } else {
             let starts_before = events(&run.records(), "start").len();
             let child = run.spawn(&db.dsn(), &[]);
-            let start = eventually(
-                "the new run's start record",
-                Duration::from_secs(20),
-                Duration::from_millis(100),
-                || async {
-                    let recs = run.records();
-                    events(&recs, "start")
-                        .get(starts_before)
-                        .map(|r| (*r).clone())
-                },
-            )
-            .await;
+            let start =
+                wait_for_event(&run, "start", starts_before + 1, Duration::from_secs(20)).await;
             // Its own baseline must be the real one, not what the killed run left.
             for (k, v) in &startup {
                 let want = innopilot::server::sample::parse_u64(v.as_deref().unwrap()).unwrap();
                 assert_eq!(start["baseline"][k], want, "run {i}: {k}");
             }
-            signal(&child, "TERM");
-            let (code, err) = wait_exit(child, Duration::from_secs(20));
-            assert_eq!(code, Some(0), "run {i}: {err}");
+            stop(child, Duration::from_secs(20));
         }
         assert_eq!(
             knob_values(&db).await,
@@ -308,18 +229,11 @@ async fn innopilot_killed_at_random_points_is_always_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_queries_time_out_without_exhausting_connections() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let proxy = Proxy::start(db.port()).await;
     let run = Run::with_config(&config("reconnect_budget = \"1m\""));
     let child = run.spawn(&proxy.dsn(), &["--dry-run"]);
-    eventually(
-        "a dry-run decision",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async { events(&run.records(), "decision").first().map(|_| ()) },
-    )
-    .await;
+    wait_for_event(&run, "decision", 1, Duration::from_secs(30)).await;
     let threads_before: u64 = db.status_u64("Threads_connected").await;
     for _ in 0..2 {
         proxy.stall(true);
@@ -337,9 +251,7 @@ async fn hung_queries_time_out_without_exhausting_connections() {
     }
     let decisions_before_end = events(&run.records(), "decision").len();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     assert!(
@@ -356,8 +268,7 @@ async fn hung_queries_time_out_without_exhausting_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let proxy = Proxy::start(db.port()).await;
     let run = Run::with_config(&config(""));
     proxy.cut_after_set(true);
@@ -375,9 +286,7 @@ async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
     let cut_set = proxy.sets()[0].clone();
     // Several more ticks, so the next decisions are made after the read-back.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let recs = run.records();
     assert!(
@@ -406,8 +315,7 @@ async fn connection_cut_mid_set_is_read_back_not_applied_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_changes_at_random_are_never_reverted() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let child = run.spawn(&db.dsn(), &[]);
@@ -433,9 +341,7 @@ async fn operator_changes_at_random_are_never_reverted() {
             );
         }
     }
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
     let after = knob_values(&db).await;
     for (name, value) in &after {
@@ -484,17 +390,14 @@ async fn unwritable_state_refuses_live_and_dry_run_keeps_going() {
     let child = run.spawn_at(&db.dsn(), &["--dry-run"], &bad_audit, &bad_state);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(child_alive(&child), "dry-run must keep going");
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "{err}");
+    let err = stop(child, Duration::from_secs(20));
     assert!(err.contains("audit") && err.contains("not-a-dir"), "{err}");
     assert_eq!(knob_values(&db).await, startup);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_file_lost_mid_run_stops_acting_and_restores() {
-    let db = MariaDb::new();
-    let load = loaded(&db).await;
+    let (db, load) = loaded_server().await;
     let startup = knob_values(&db).await;
     let run = Run::with_config(&config(""));
     let state_dir = run.dir.path().join("state");

@@ -7,6 +7,25 @@ use std::time::{Duration, Instant};
 use common::{eventually, exec_on, scalar_string_on, MariaDb};
 use sqlx::{ConnectOptions, Connection};
 
+/// A connection through a DSN as a client would make it (sqlx parses the DSN).
+async fn connect_dsn(dsn: &str) -> sqlx::mysql::MySqlConnection {
+    dsn.parse::<sqlx::mysql::MySqlConnectOptions>()
+        .unwrap()
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {dsn}: {e}"))
+}
+
+/// The named global variables as the server reports them (a missing one as `<unset>`).
+async fn globals_of(db: &MariaDb, names: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in names {
+        let v = db.global_variable(name).await;
+        out.push(v.unwrap_or_else(|| "<unset>".into()));
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starts_a_private_server_on_its_own_port_and_socket() {
     let t0 = Instant::now();
@@ -47,14 +66,8 @@ async fn starts_a_private_server_on_its_own_port_and_socket() {
 
     // Builder defaults.
     assert_eq!(
-        db.global_variable("innodb_buffer_pool_size")
-            .await
-            .as_deref(),
-        Some("67108864")
-    );
-    assert_eq!(
-        db.global_variable("innodb_log_file_size").await.as_deref(),
-        Some("33554432")
+        globals_of(&db, &["innodb_buffer_pool_size", "innodb_log_file_size"]).await,
+        ["67108864", "33554432"]
     );
 
     // The socket works too, both directly and through the sqlx socket DSN.
@@ -64,13 +77,7 @@ async fn starts_a_private_server_on_its_own_port_and_socket() {
         .unwrap();
     assert_eq!(who.as_deref(), Some("root@localhost"));
     conn.close().await.unwrap();
-    let mut conn = db
-        .socket_dsn()
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = connect_dsn(&db.socket_dsn()).await;
     let port = scalar_string_on(&mut conn, "SELECT @@port").await.unwrap();
     assert_eq!(port, Some(db.port().to_string()));
     conn.close().await.unwrap();
@@ -108,22 +115,17 @@ async fn builder_settings_reach_the_server() {
         .args(["--innodb-io-capacity=300"])
         .start();
     assert_eq!(
-        db.global_variable("innodb_buffer_pool_size")
-            .await
-            .as_deref(),
-        Some("134217728")
-    );
-    assert_eq!(
-        db.global_variable("innodb_log_file_size").await.as_deref(),
-        Some("50331648")
-    );
-    assert_eq!(
-        db.global_variable("innodb_purge_threads").await.as_deref(),
-        Some("1")
-    );
-    assert_eq!(
-        db.global_variable("innodb_io_capacity").await.as_deref(),
-        Some("300")
+        globals_of(
+            &db,
+            &[
+                "innodb_buffer_pool_size",
+                "innodb_log_file_size",
+                "innodb_purge_threads",
+                "innodb_io_capacity"
+            ]
+        )
+        .await,
+        ["134217728", "50331648", "1", "300"]
     );
     // The template was installed with this redo size: no resize at startup.
     assert!(
@@ -205,6 +207,20 @@ async fn restart_keeps_port_and_data_and_the_load_reconnects() {
     );
 }
 
+/// Polls the history list length (30 s at most) until `ok` accepts it; returns it.
+async fn wait_history(db: &MariaDb, what: &str, ok: impl Fn(u64) -> bool) -> u64 {
+    eventually(
+        what,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let h = db.history_list_length().await;
+            ok(h).then_some(h)
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let db = MariaDb::builder()
@@ -219,14 +235,10 @@ async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let t = Instant::now();
     let view = db.hold_read_view().await;
     assert_eq!(view.rows_seen(), 10_000);
-    let grown = eventually(
+    let grown = wait_history(
+        &db,
         "history list to grow by 5000 while the read view is held",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let h = db.history_list_length().await;
-            (h >= before + 5_000).then_some(h)
-        },
+        |h| h >= before + 5_000,
     )
     .await;
     eprintln!(
@@ -246,14 +258,10 @@ async fn read_view_makes_history_grow_and_release_lets_purge_drain_it() {
     let peak = db.history_list_length().await;
     let t = Instant::now();
     view.release().await;
-    let drained = eventually(
+    let drained = wait_history(
+        &db,
         "history list to fall below half its peak after the view ended",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let h = db.history_list_length().await;
-            (h < peak / 2).then_some(h)
-        },
+        |h| h < peak / 2,
     )
     .await;
     eprintln!(
@@ -301,26 +309,11 @@ async fn create_user_gets_exactly_the_granted_privileges() {
         dsn.starts_with("mysql://watcher:s3cret%3A%2F%40x@127.0.0.1:"),
         "{dsn}"
     );
-    let mut conn = dsn
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    assert_eq!(
-        scalar_string_on(&mut conn, "SELECT CURRENT_USER()")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("watcher@127.0.0.1")
-    );
-    assert_eq!(
-        scalar_string_on(&mut conn, "SELECT COUNT(*) FROM test.t")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("10")
-    );
+    let mut conn = connect_dsn(&dsn).await;
+    let who = scalar_string_on(&mut conn, "SELECT CURRENT_USER()").await;
+    assert_eq!(who.unwrap().as_deref(), Some("watcher@127.0.0.1"));
+    let rows = scalar_string_on(&mut conn, "SELECT COUNT(*) FROM test.t").await;
+    assert_eq!(rows.unwrap().as_deref(), Some("10"));
     // Readable status, but no writes and no SET GLOBAL: PUBLIC grants on `test` are gone.
     scalar_string_on(
         &mut conn,

@@ -81,6 +81,16 @@ async fn run(mut cmd: Command, limit: Duration) -> Run {
     }
 }
 
+/// `innopilot check-config --config <path>`.
+async fn check_config(path: &Path) -> Run {
+    let p = path.to_str().expect("utf-8 path");
+    run(
+        innopilot(&["check-config", "--config", p]),
+        Duration::from_secs(10),
+    )
+    .await
+}
+
 /// `innopilot status --json` against `dsn`, which must succeed.
 async fn status_json(cmd: Command) -> Value {
     let r = run(cmd, Duration::from_secs(30)).await;
@@ -522,11 +532,7 @@ async fn bad_config_exits_2_naming_key_and_line() {
         let path = dir.path().join(name);
         std::fs::write(&path, content).expect("writing config");
         let p = path.to_str().expect("utf-8 path");
-        let r = run(
-            innopilot(&["check-config", "--config", p]),
-            Duration::from_secs(10),
-        )
-        .await;
+        let r = check_config(&path).await;
         assert_eq!(r.code, Some(2), "{name}: exit code: {r}");
         assert!(r.stderr.contains(key), "{name}: key {key} not named: {r}");
         assert!(
@@ -538,11 +544,7 @@ async fn bad_config_exits_2_naming_key_and_line() {
 
     // The out-of-range message gives the range, in `path:LINE` form.
     let bad = dir.path().join("out-of-range.toml");
-    let r = run(
-        innopilot(&["check-config", "--config", bad.to_str().unwrap()]),
-        Duration::from_secs(10),
-    )
-    .await;
+    let r = check_config(&bad).await;
     assert!(
         r.stderr.contains(&format!("{}:3", bad.display())) && r.stderr.contains("from 1 to 600"),
         "{r}"
@@ -571,21 +573,13 @@ async fn bad_config_exits_2_naming_key_and_line() {
 
     // A missing file is a configuration error as well.
     let missing = dir.path().join("nope.toml");
-    let r = run(
-        innopilot(&["check-config", "--config", missing.to_str().unwrap()]),
-        Duration::from_secs(10),
-    )
-    .await;
+    let r = check_config(&missing).await;
     assert_eq!(r.code, Some(2), "missing config file: {r}");
     assert!(r.stderr.contains("nope.toml"), "{r}");
 
     // The shipped file is valid.
     let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/innopilot.toml");
-    let r = run(
-        innopilot(&["check-config", "--config", shipped.to_str().unwrap()]),
-        Duration::from_secs(10),
-    )
-    .await;
+    let r = check_config(&shipped).await;
     assert_eq!(r.code, Some(0), "shipped config: {r}");
     assert!(r.stdout.contains("OK"), "{r}");
 }

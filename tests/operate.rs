@@ -11,38 +11,20 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::run::{events, signal, wait_exit, Run};
+use common::configs;
+use common::run::{assert_took_less, events, innopilot_cmd, signal, stop, Run};
 use common::{eventually, free_port, innopilot_bin, MariaDb};
 
-/// Narrow watermarks and short dwell times so a small update load moves purge threads
-/// within seconds on the harness's 32 MiB redo log; a short staleness limit.
-const LIVE_CONFIG: &str = r#"
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-max_sets_per_minute = 120
-
-[knobs.innodb_purge_threads]
-min = 1
-max = 4
-max_step = 1
-min_dwell = "1s"
-
-[policy.watermark]
-low_pct = 1.0
-high_pct = 12.0
-max_purge_threads = 4
-hysteresis_pct = 0.5
-
-[http]
-stale_after = "2s"
-"#;
+/// The watermark config (purge threads move within seconds under a small update
+/// load) with a short staleness limit.
+fn live_config() -> String {
+    configs::watermark()
+        .section("[http]\nstale_after = \"2s\"")
+        .build()
+}
 
 /// GET over plain TCP: (status, body). `None` when nothing listens.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -107,7 +89,7 @@ async fn live_run_serves_metrics_and_health_follows_the_server() {
     let mut db = MariaDb::new();
     db.prepare_table(20_000).await;
     let load = db.spawn_update_load(4);
-    let run = Run::with_config(LIVE_CONFIG);
+    let run = Run::with_config(&live_config());
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = run.spawn(&db.dsn(), &["--listen", &listen]);
@@ -180,22 +162,14 @@ async fn live_run_serves_metrics_and_health_follows_the_server() {
     db.start();
     wait_http(port, "/healthz", 200, Duration::from_secs(30)).await;
 
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(30));
-    assert_eq!(code, Some(0), "stderr: {err}");
-    assert!(
-        t0.elapsed() < Duration::from_secs(120),
-        "took {:?}",
-        t0.elapsed()
-    );
+    stop(child, Duration::from_secs(30));
+    assert_took_less(t0, Duration::from_secs(120));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_refuses_a_bad_config_and_applies_a_good_one() {
     let db = MariaDb::new();
-    let base =
-        "[sampler]\ninterval = \"500ms\"\nwindow = \"5s\"\n\n[control]\nrestore_timeout = \"5s\"\n";
-    let run = Run::with_config(base);
+    let run = Run::with_config(&configs::TestConfig::new().restore_timeout("5s").build());
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut child = run.spawn(&db.dsn(), &["--dry-run", "--listen", &listen]);
@@ -209,19 +183,8 @@ async fn sighup_refuses_a_bad_config_and_applies_a_good_one() {
     // A broken file: refused, innopilot keeps running with the old configuration.
     let good_text = std::fs::read_to_string(run.config()).unwrap();
     std::fs::write(run.config(), "[sampler]\ninterval = \"whenever\"\n").unwrap();
-    signal(&child, "HUP");
-    let body = wait_metrics(port, "a rejected reload", Duration::from_secs(15), |b| {
-        metric(b, "innopilot_config_reloads_total{result=\"rejected\"}") == Some(1.0)
-    })
-    .await;
-    assert_eq!(
-        metric(&body, "innopilot_config_last_reload_successful"),
-        Some(0.0)
-    );
-    assert_eq!(
-        metric(&body, "innopilot_sampler_interval_seconds"),
-        Some(0.5)
-    );
+    let body = reload(&child, port, "rejected").await;
+    assert_eq!(reload_gauges(&body), (Some(0.0), Some(0.5)));
     assert!(child.try_wait().unwrap().is_none(), "still running");
     let warnings = events(&run.records(), "warning")
         .into_iter()
@@ -238,40 +201,43 @@ async fn sighup_refuses_a_bad_config_and_applies_a_good_one() {
     let changed = good_text.replace("interval = \"500ms\"", "interval = \"250ms\"")
         + "\n[knobs.innodb_io_capacity]\nmanage = false\n";
     std::fs::write(run.config(), changed).unwrap();
-    signal(&child, "HUP");
-    let body = wait_metrics(port, "an applied reload", Duration::from_secs(15), |b| {
-        metric(b, "innopilot_config_reloads_total{result=\"applied\"}") == Some(1.0)
-    })
-    .await;
-    assert_eq!(
-        metric(&body, "innopilot_config_last_reload_successful"),
-        Some(1.0)
-    );
-    assert_eq!(
-        metric(&body, "innopilot_sampler_interval_seconds"),
-        Some(0.25)
-    );
+    let body = reload(&child, port, "applied").await;
+    assert_eq!(reload_gauges(&body), (Some(1.0), Some(0.25)));
     assert_eq!(
         metric(&body, "innopilot_knob_managed{knob=\"innodb_io_capacity\"}"),
         Some(0.0)
     );
     wait_http(port, "/healthz", 200, Duration::from_secs(10)).await;
 
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(30));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(30));
+}
+
+/// Sends SIGHUP and waits until /metrics counts one reload with `result` (`applied` or
+/// `rejected`); returns that scrape.
+async fn reload(child: &Child, port: u16, result: &str) -> String {
+    signal(child, "HUP");
+    let series = format!("innopilot_config_reloads_total{{result=\"{result}\"}}");
+    wait_metrics(
+        port,
+        &format!("a reload {result}"),
+        Duration::from_secs(15),
+        |b| metric(b, &series) == Some(1.0),
+    )
+    .await
+}
+
+/// What a reload changes in a scrape: (whether the last reload succeeded, the
+/// sampler interval in seconds).
+fn reload_gauges(body: &str) -> (Option<f64>, Option<f64>) {
+    (
+        metric(body, "innopilot_config_last_reload_successful"),
+        metric(body, "innopilot_sampler_interval_seconds"),
+    )
 }
 
 fn drain_cmd(dsn: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(innopilot_bin());
-    c.arg("drain")
-        .args(args)
-        .arg("--dsn")
-        .arg(dsn)
-        .env("RUST_LOG", "innopilot=info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut c = innopilot_cmd(&["drain"]);
+    c.args(args).arg("--dsn").arg(dsn);
     c
 }
 
@@ -279,16 +245,21 @@ async fn knob(db: &MariaDb, name: &str) -> String {
     db.global_variable(name).await.unwrap_or_default()
 }
 
+/// The knobs `drain --boost` raises, as the server has them now.
+async fn boosted_knobs(db: &MariaDb) -> (String, String, String) {
+    (
+        knob(db, "innodb_purge_threads").await,
+        knob(db, "innodb_io_capacity").await,
+        knob(db, "innodb_io_capacity_max").await,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_times_out_while_blocked_then_finishes_with_progress() {
     let t0 = Instant::now();
     let db = MariaDb::new();
     db.prepare_table(20_000).await;
-    let before = (
-        knob(&db, "innodb_purge_threads").await,
-        knob(&db, "innodb_io_capacity").await,
-        knob(&db, "innodb_io_capacity_max").await,
-    );
+    let before = boosted_knobs(&db).await;
     // History that purge cannot remove while the read view is held.
     let view = db.hold_read_view().await;
     let load = db.spawn_update_load(4);
@@ -327,11 +298,7 @@ async fn drain_times_out_while_blocked_then_finishes_with_progress() {
     );
     assert!(err.contains("restored innodb_purge_threads"), "{err}");
     assert!(err.contains("timed out after 3s"), "{err}");
-    let after = (
-        knob(&db, "innodb_purge_threads").await,
-        knob(&db, "innodb_io_capacity").await,
-        knob(&db, "innodb_io_capacity_max").await,
-    );
+    let after = boosted_knobs(&db).await;
     assert_eq!(before, after, "the boost is restored on timeout");
     // The server-side wait was stopped, not left behind.
     // (KILL QUERY is noticed within the server's 100 ms poll of the wait.)
@@ -387,17 +354,9 @@ async fn drain_times_out_while_blocked_then_finishes_with_progress() {
         "{err}"
     );
     assert!(db.history_list_length().await <= 100 || history < 100);
-    let after = (
-        knob(&db, "innodb_purge_threads").await,
-        knob(&db, "innodb_io_capacity").await,
-        knob(&db, "innodb_io_capacity_max").await,
-    );
+    let after = boosted_knobs(&db).await;
     assert_eq!(before, after, "the boost is restored when done");
-    assert!(
-        t0.elapsed() < Duration::from_secs(120),
-        "took {:?}",
-        t0.elapsed()
-    );
+    assert_took_less(t0, Duration::from_secs(120));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

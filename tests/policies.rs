@@ -7,25 +7,21 @@ mod common;
 
 use std::time::Duration;
 
-use common::run::{events, knob_values, signal, wait_exit, Run};
+use common::configs::TestConfig;
+use common::run::{events, knob_values, stop, wait_for_event, Run};
 use common::{eventually, MariaDb};
 
 /// A small purgeable-history budget so the purge-rate policy has work to do within
 /// seconds on this machine; blocking counts after 2 s.
-const CONFIG: &str = r#"
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-max_sets_per_minute = 120
-
-[policy.purge_rate]
-budget_records = 5000
-drain_horizon = "20s"
-min_view_age = "2s"
-max_delay_us = 5000
-"#;
+fn config() -> String {
+    TestConfig::new()
+        .max_sets_per_minute(120)
+        .section(
+            "[policy.purge_rate]\nbudget_records = 5000\ndrain_horizon = \"20s\"\n\
+             min_view_age = \"2s\"\nmax_delay_us = 5000",
+        )
+        .build()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
@@ -33,23 +29,13 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
     db.prepare_table(20_000).await;
     let startup = knob_values(&db).await;
     let load = db.spawn_update_load(4);
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&config());
     let child = run.spawn(&db.dsn(), &[]);
     let view = db.hold_read_view().await;
     let culprit_thread = view.connection_id();
 
     // The view blocks purge: innopilot says so and who it is.
-    let blocked = eventually(
-        "a purge_blocked record",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            events(&run.records(), "purge_blocked")
-                .first()
-                .map(|r| (*r).clone())
-        },
-    )
-    .await;
+    let blocked = wait_for_event(&run, "purge_blocked", 1, Duration::from_secs(30)).await;
     assert_eq!(blocked["thread_id"], culprit_thread, "{blocked}");
     assert!(blocked["blocked"].as_u64().unwrap() > 0, "{blocked}");
     // Let history pile up well beyond the budget while the view is held.
@@ -94,17 +80,7 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
     view.release().await;
 
     // Purge can work now: innopilot notices, and history drains.
-    eventually(
-        "a purge_unblocked record",
-        Duration::from_secs(20),
-        Duration::from_millis(200),
-        || async {
-            events(&run.records(), "purge_unblocked")
-                .first()
-                .map(|_| ())
-        },
-    )
-    .await;
+    wait_for_event(&run, "purge_unblocked", 1, Duration::from_secs(20)).await;
     eventually(
         "history drained to 10 % of its peak",
         Duration::from_secs(60),
@@ -113,9 +89,7 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     drop(load);
 
     let recs = run.records();

@@ -5,23 +5,14 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::run::{events, signal, wait_exit, Run};
-use common::{eventually, innopilot_bin, MariaDb};
+use common::configs::TestConfig;
+use common::run::{assert_took_less, events, innopilot_json, stop, wait_for_record, Run};
+use common::{eventually, MariaDb};
 
 fn status_json(dsn: &str) -> serde_json::Value {
-    let out = Command::new(innopilot_bin())
-        .args(["status", "--json", "--dsn", dsn])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "status failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    innopilot_json(&["status", "--json", "--dsn", dsn])
 }
 
 /// `SHOW SLAVE STATUS` as (column, value) pairs.
@@ -54,6 +45,21 @@ async fn slave_status(db: &MariaDb) -> Vec<(String, Option<String>)> {
         .unwrap_or_default()
 }
 
+/// Polls `SHOW SLAVE STATUS` on `replica` until `check` finds what it waits for.
+async fn wait_slave_status<T>(
+    replica: &MariaDb,
+    what: &str,
+    check: impl Fn(&[(String, Option<String>)]) -> Option<T>,
+) -> T {
+    eventually(
+        what,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async { check(&slave_status(replica).await) },
+    )
+    .await
+}
+
 fn col<'a>(st: &'a [(String, Option<String>)], name: &str) -> Option<&'a str> {
     st.iter()
         .find(|(k, _)| k == name)
@@ -81,18 +87,12 @@ async fn replica_lag_is_sampled_and_throttles_purge() {
             primary.port()
         ))
         .await;
-    eventually(
-        "replication running with a known lag",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let st = slave_status(&replica).await;
-            (col(&st, "Slave_IO_Running") == Some("Yes")
-                && col(&st, "Slave_SQL_Running") == Some("Yes")
-                && col(&st, "Seconds_Behind_Master").is_some())
-            .then_some(())
-        },
-    )
+    wait_slave_status(&replica, "replication running with a known lag", |st| {
+        (col(st, "Slave_IO_Running") == Some("Yes")
+            && col(st, "Slave_SQL_Running") == Some("Yes")
+            && col(st, "Seconds_Behind_Master").is_some())
+        .then_some(())
+    })
     .await;
 
     // Sampled: a number on the replica, null on the primary.
@@ -112,38 +112,32 @@ async fn replica_lag_is_sampled_and_throttles_purge() {
 
     // Writes on the primary; the delayed replica falls behind by about 3 s.
     let load = primary.spawn_update_load(1);
-    eventually(
-        "Seconds_Behind_Master >= 2",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async {
-            let st = slave_status(&replica).await;
-            col(&st, "Seconds_Behind_Master")
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|l| *l >= 2)
-        },
-    )
+    wait_slave_status(&replica, "Seconds_Behind_Master >= 2", |st| {
+        col(st, "Seconds_Behind_Master")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|l| *l >= 2)
+    })
     .await;
 
     // The replica policy, alone (watermark off), acting on lag above 1 s.
     let run = Run::with_config(
-        "[sampler]\ninterval = \"500ms\"\nwindow = \"5s\"\n\n[control]\nrestore_timeout = \"5s\"\n\n\
-         [policy.watermark]\nenabled = false\n\n\
-         [policy.replica]\nenabled = true\nmax_lag = \"1s\"\nresume_lag = \"0s\"\n",
+        &TestConfig::new()
+            .restore_timeout("5s")
+            .section("[policy.watermark]\nenabled = false")
+            .section("[policy.replica]\nenabled = true\nmax_lag = \"1s\"\nresume_lag = \"0s\"")
+            .build(),
     );
     let child = run.spawn(&replica.dsn(), &["--dry-run"]);
-    let decision = eventually(
+    let decision = wait_for_record(
+        &run,
         "a replica-lag decision in the audit log",
         Duration::from_secs(30),
-        Duration::from_millis(250),
-        || async {
-            run.records().into_iter().find(|r| {
-                r["event"] == "decision"
-                    && r["knob"] == "innodb_purge_threads"
-                    && r["reason"]
-                        .as_str()
-                        .is_some_and(|s| s.starts_with("replica lag"))
-            })
+        |r| {
+            r["event"] == "decision"
+                && r["knob"] == "innodb_purge_threads"
+                && r["reason"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("replica lag"))
         },
     )
     .await;
@@ -161,15 +155,9 @@ async fn replica_lag_is_sampled_and_throttles_purge() {
             .contains("policy.replica.max_lag 1 s"),
         "{decision:#}"
     );
-    signal(&child, "TERM");
-    let (code, err) = wait_exit(child, Duration::from_secs(20));
-    assert_eq!(code, Some(0), "stderr: {err}");
+    stop(child, Duration::from_secs(20));
     assert!(events(&run.records(), "start").len() == 1);
     load.stop().await;
     let _ = replica.try_exec("STOP SLAVE").await;
-    assert!(
-        t0.elapsed() < Duration::from_secs(120),
-        "took {:?}",
-        t0.elapsed()
-    );
+    assert_took_less(t0, Duration::from_secs(120));
 }

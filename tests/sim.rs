@@ -5,8 +5,11 @@
 //! `cargo test --release --test sim -- --ignored --nocapture print_matrix` prints the
 //! full-length matrix (what `innopilot simulate --compare` shows).
 
+mod common;
+
 use std::time::Instant;
 
+use common::run::innopilot_json;
 use innopilot::commands::replay::replay;
 use innopilot::config::Config;
 use innopilot::server::recording::Recording;
@@ -250,21 +253,6 @@ fn outputs_are_written() {
     let csv = std::fs::read_to_string(dir.path().join("timeseries.csv")).unwrap();
     assert_eq!(csv.lines().count(), r.seconds.len() + 1);
     assert!(csv.lines().next().unwrap().contains("innodb_purge_threads"));
-}
-
-/// Runs the innopilot binary, which must succeed, and parses its standard output as
-/// one JSON document.
-fn innopilot_json(args: &[&str]) -> serde_json::Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// `innopilot simulate --compare --json` is one JSON object (what

@@ -86,23 +86,47 @@ async fn wait_unstalled(st: &ProxyState) {
     }
 }
 
+/// One direction's reader: what the peer sent, held back while the proxy is stalled
+/// (a stall stops traffic without closing anything).
+struct Unstalled<R> {
+    from: R,
+    buf: Vec<u8>,
+    st: Arc<ProxyState>,
+}
+
+impl<R: AsyncReadExt + Unpin> Unstalled<R> {
+    fn new(from: R, st: &Arc<ProxyState>) -> Self {
+        Self {
+            from,
+            buf: vec![0u8; 64 * 1024],
+            st: st.clone(),
+        }
+    }
+
+    /// The next chunk the peer sent; `None` once it closed.
+    async fn next(&mut self) -> Option<&[u8]> {
+        let n = match self.from.read(&mut self.buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => n,
+        };
+        wait_unstalled(&self.st).await;
+        Some(&self.buf[..n])
+    }
+}
+
 async fn pump(client: TcpStream, server: TcpStream, st: Arc<ProxyState>) {
-    let (mut cr, mut cw) = client.into_split();
-    let (mut sr, mut sw) = server.into_split();
+    let (cr, mut cw) = client.into_split();
+    let (sr, mut sw) = server.into_split();
+    let mut from_client = Unstalled::new(cr, &st);
+    let mut from_server = Unstalled::new(sr, &st);
     // Set when a SET is about to be cut: from then on the server's answer is dropped.
     let cutting = Arc::new(AtomicBool::new(false));
     let cutting_up = cutting.clone();
     let st_up = st.clone();
     let up = async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match cr.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            wait_unstalled(&st_up).await;
+        while let Some(chunk) = from_client.next().await {
             // A COM_QUERY packet: 3-byte length, sequence id, 0x03, then the SQL text.
-            let chunk = &buf[..n];
+            let n = chunk.len();
             let is_set = n > 5
                 && chunk[4] == 0x03
                 && String::from_utf8_lossy(&chunk[5..])
@@ -130,19 +154,12 @@ async fn pump(client: TcpStream, server: TcpStream, st: Arc<ProxyState>) {
             }
         }
     };
-    let st_down = st.clone();
     let down = async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match sr.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            wait_unstalled(&st_down).await;
+        while let Some(chunk) = from_server.next().await {
             if cutting.load(Ordering::SeqCst) {
                 continue;
             }
-            if cw.write_all(&buf[..n]).await.is_err() {
+            if cw.write_all(chunk).await.is_err() {
                 return;
             }
         }

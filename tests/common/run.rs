@@ -1,5 +1,8 @@
 //! Driving the `innopilot` binary in black-box tests: a temp dir with a config, audit
-//! log and state file; spawning `run`; reading the audit log back; signals and exits.
+//! log and state file; spawning `run` and the one-shot commands; reading the audit log
+//! back and waiting for a record in it (the first decision, the n-th start, …);
+//! stopping (SIGTERM, exit 0 owed) and killing a run; the server's knobs as innopilot
+//! sees them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,8 +58,7 @@ impl Run {
 
     /// As [`Run::spawn`], with an audit log and a state file of the test's choosing.
     pub fn spawn_at(&self, dsn: &str, extra: &[&str], audit: &Path, state: &Path) -> Child {
-        Command::new(innopilot_bin())
-            .arg("run")
+        innopilot_cmd(&["run"])
             .args(extra)
             .arg("--config")
             .arg(self.config())
@@ -66,9 +68,6 @@ impl Run {
             .arg(audit)
             .arg("--state-file")
             .arg(state)
-            .env("RUST_LOG", "innopilot=info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn innopilot run")
     }
@@ -85,9 +84,35 @@ impl Run {
             .expect("run innopilot")
     }
 
+    /// `innopilot restore` with this config and state file.
+    pub fn restore(&self, dsn: &str) -> Output {
+        self.command(
+            dsn,
+            &["restore", "--state-file", self.state().to_str().unwrap()],
+        )
+    }
+
+    /// `innopilot status --json` with this config, which must succeed.
+    pub fn status_json(&self, dsn: &str) -> serde_json::Value {
+        let out = succeeded(self.command(dsn, &["status", "--json"]));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     pub fn records(&self) -> Vec<serde_json::Value> {
         read_jsonl(&self.audit())
     }
+}
+
+/// `innopilot <args>` as a long-running command: logging at info, no stdin, stdout and
+/// stderr piped for the test to read.
+pub fn innopilot_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(innopilot_bin());
+    c.args(args)
+        .env("RUST_LOG", "innopilot=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
 
 pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
@@ -138,6 +163,43 @@ pub fn wait_exit(mut child: Child, limit: Duration) -> (Option<i32>, String) {
     }
 }
 
+/// SIGTERM, then waits (at most `limit`) for the clean exit a stop owes: code 0.
+/// Returns the run's stderr.
+pub fn stop(child: Child, limit: Duration) -> String {
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, limit);
+    assert_eq!(code, Some(0), "stderr: {err}");
+    err
+}
+
+/// SIGKILL, and reaps the process (at most 10 s): a crash, whatever its exit says.
+pub fn kill(child: Child) {
+    signal(&child, "KILL");
+    let _ = wait_exit(child, Duration::from_secs(10));
+}
+
+/// Asserts that a finished command succeeded (its stderr is the message); returns it.
+pub fn succeeded(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs the innopilot binary, which must succeed, and parses its standard output as
+/// one JSON document.
+pub fn innopilot_json(args: &[&str]) -> serde_json::Value {
+    let out = succeeded(Command::new(innopilot_bin()).args(args).output().unwrap());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A whole scenario stays within its time budget: slower means something hangs.
+pub fn assert_took_less(t0: Instant, limit: Duration) {
+    assert!(t0.elapsed() < limit, "took {:?}", t0.elapsed());
+}
+
 /// Every global variable, as the server reports it.
 pub async fn globals(db: &MariaDb) -> BTreeMap<String, Option<String>> {
     db.query_rows("SHOW GLOBAL VARIABLES")
@@ -160,17 +222,53 @@ pub async fn knob(db: &MariaDb, name: &str) -> u64 {
     db.global_variable(name).await.unwrap().parse().unwrap()
 }
 
+/// Waits until the audit log has a record that `pred` accepts; returns the first such.
+pub async fn wait_for_record(
+    run: &Run,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    super::eventually(what, limit, Duration::from_millis(200), || async {
+        run.records().into_iter().find(|r| pred(r))
+    })
+    .await
+}
+
+/// Waits until the audit log has `n` records of `event` (the first is `n = 1`);
+/// returns the `n`-th.
+pub async fn wait_for_event(
+    run: &Run,
+    event: &str,
+    n: usize,
+    limit: Duration,
+) -> serde_json::Value {
+    assert!(n >= 1, "records are counted from 1");
+    super::eventually(
+        &format!("{n} {event} record(s) in the audit log"),
+        limit,
+        Duration::from_millis(100),
+        || async {
+            events(&run.records(), event)
+                .get(n - 1)
+                .map(|r| (*r).clone())
+        },
+    )
+    .await
+}
+
+/// Whether an audit record is an `event` about `knob`.
+pub fn is(r: &serde_json::Value, event: &str, knob: &str) -> bool {
+    r["event"] == event && r["knob"] == knob
+}
+
 /// Waits until the audit log has a decision on `knob_name` that was applied.
 pub async fn wait_for_applied(run: &Run, knob_name: &str, limit: Duration) -> serde_json::Value {
-    super::eventually(
+    wait_for_record(
+        run,
         &format!("an applied decision on {knob_name} in the audit log"),
         limit,
-        Duration::from_millis(200),
-        || async {
-            run.records().into_iter().find(|r| {
-                r["event"] == "decision" && r["knob"] == knob_name && r["applied"] == true
-            })
-        },
+        |r| is(r, "decision", knob_name) && r["applied"] == true,
     )
     .await
 }
