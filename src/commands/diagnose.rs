@@ -20,8 +20,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::server::mysql::{LiveServer, SessionInfo};
-use crate::server::{Capabilities, Flavor, Knob, Server, ServerError};
+use crate::server::{Capabilities, Flavor, Knob, Server, ServerError, SessionInfo};
 use crate::signals::{SignalWindow, Signals};
 
 /// Variables `diagnose` reads besides the sample (constant names only).
@@ -668,8 +667,8 @@ fn engine_status(f: &Facts) -> Vec<Finding> {
 /// Reads the facts: `samples` samples `interval` apart (at least 2, so rates exist),
 /// the variables and status above, the blocking session, and optionally SHOW ENGINE
 /// INNODB STATUS once.
-pub async fn gather(
-    server: &mut LiveServer,
+pub async fn gather<S: Server>(
+    server: &mut S,
     samples: u32,
     interval: Duration,
     window: Duration,
@@ -684,17 +683,20 @@ pub async fn gather(
         tokio::time::sleep(interval).await;
         signals = w.push(server.sample().await?);
     }
-    let vars = server.read_variables(VARIABLES).await?;
-    let status = server.read_status(STATUS).await?;
+    let vars = unless_unsupported(server.read_variables(VARIABLES).await)?.unwrap_or_default();
+    let status = unless_unsupported(server.read_status(STATUS).await)?.unwrap_or_default();
     let culprit_session = match signals.sample.oldest_trx.as_ref().and_then(|t| t.thread_id) {
-        Some(id) => server.session_info(id, STATEMENT_CHARS).await?,
+        Some(id) => unless_unsupported(server.session(id, STATEMENT_CHARS).await)?.flatten(),
         None => None,
     };
     let engine_status = if engine {
-        Some(match server.engine_innodb_status().await {
-            Ok(text) => EngineStatus::Lines(engine_status_lines(&text)),
-            Err(e) => EngineStatus::Failed(e.to_string()),
-        })
+        match server.engine_innodb_status().await {
+            Ok(text) => Some(EngineStatus::Lines(engine_status_lines(&text))),
+            // A recording holds no engine status: there is nothing to report, not a
+            // server that failed to answer.
+            Err(e) if e.is_unsupported() => None,
+            Err(e) => Some(EngineStatus::Failed(e.to_string())),
+        }
     } else {
         None
     };
@@ -708,6 +710,16 @@ pub async fn gather(
         max_lag,
         min_view_age,
     })
+}
+
+/// What a server cannot tell at all (a recording has no process list) is left out of
+/// the facts, as if absent; every other error stops `diagnose`.
+fn unless_unsupported<T>(r: Result<T, ServerError>) -> Result<Option<T>, ServerError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_unsupported() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `diagnose --json`.

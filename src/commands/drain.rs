@@ -23,15 +23,13 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write;
-use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::config::KnobLimits;
 use crate::control::actuator::order_changes;
-use crate::server::mysql::LiveServer;
-use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
+use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError, WaitFuture};
 use crate::signals::{SignalWindow, Signals};
 
 /// What to do.
@@ -278,18 +276,17 @@ impl Progress {
     }
 }
 
-type WaitFut = Pin<Box<dyn Future<Output = Result<(), ServerError>> + Send>>;
-
 /// Runs a drain. `interrupt` resolves on Ctrl-C / SIGTERM. The boost, if any, is
 /// restored before this returns, whatever happened.
-pub async fn drain<F>(
-    server: &mut LiveServer,
+pub async fn drain<S, F>(
+    server: &mut S,
     limits: &BTreeMap<Knob, KnobLimits>,
     opts: &DrainOptions,
     interrupt: F,
     progress: &mut Progress,
 ) -> Result<DrainReport, DrainError>
 where
+    S: Server,
     F: Future<Output = String>,
 {
     let started = Instant::now();
@@ -403,8 +400,8 @@ where
     Ok(report)
 }
 
-async fn wait_phase<F>(
-    server: &mut LiveServer,
+async fn wait_phase<S, F>(
+    server: &mut S,
     caps: &Capabilities,
     opts: &DrainOptions,
     interrupt: F,
@@ -413,6 +410,7 @@ async fn wait_phase<F>(
     started: Instant,
 ) -> Result<(Ended, Option<u64>, &'static str), DrainError>
 where
+    S: Server,
     F: Future<Output = String>,
 {
     let target = opts.target;
@@ -424,19 +422,19 @@ where
     let mut last_history = Some(start_history);
 
     // MariaDB: the server waits for us on a session of its own.
-    let mut waiter: Option<WaitFut> = None;
+    let mut waiter: Option<WaitFuture> = None;
     let mut wait_id = None;
     let mut wait_finished = false;
     let mut method = "polling";
     if caps.identity.flavor == Flavor::MariaDb && !opts.poll_only && target <= u32::MAX as u64 {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match server
-            .purge_lag_waiter(remaining + Duration::from_secs(5))
+            .wait_for_history_at_most(target as u32, remaining)
             .await
         {
             Ok(w) => {
-                wait_id = Some(w.connection_id());
-                waiter = Some(Box::pin(w.wait(target as u32, remaining)));
+                wait_id = Some(w.session_id);
+                waiter = Some(w.done);
                 method = "innodb_max_purge_lag_wait";
             }
             Err(e) => progress.note(&format!(
