@@ -203,6 +203,25 @@ fn unsupported<T>(what: &'static str) -> Result<T, ServerError> {
     })
 }
 
+/// Which of a server's named global values to read ([`Server::read_globals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Globals {
+    /// `SHOW GLOBAL VARIABLES`.
+    Variables,
+    /// `SHOW GLOBAL STATUS`.
+    Status,
+}
+
+impl Globals {
+    /// What reading them is called in messages.
+    pub const fn what(self) -> &'static str {
+        match self {
+            Globals::Variables => "reading global variables",
+            Globals::Status => "reading global status",
+        }
+    }
+}
+
 /// One session of the server's process list (for naming the transaction that blocks
 /// purge and what it runs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -260,23 +279,16 @@ pub trait Server: Send {
         value: u64,
     ) -> impl Future<Output = Result<u64, ServerError>> + Send;
 
-    /// Global variables by innopilot's own constant names: lower-cased name → value as
-    /// text (booleans as ON/OFF). Variables the server does not have are absent.
-    fn read_variables(
+    /// Global variables or status values by innopilot's own constant names:
+    /// lower-cased name → value as text (booleans as ON/OFF). Names the server does not
+    /// have are absent.
+    fn read_globals(
         &mut self,
+        which: Globals,
         names: &[&'static str],
     ) -> impl Future<Output = Result<BTreeMap<String, String>, ServerError>> + Send {
         let _ = names;
-        async { unsupported("reading global variables") }
-    }
-
-    /// Global status values by constant name: lower-cased name → value as text.
-    fn read_status(
-        &mut self,
-        names: &[&'static str],
-    ) -> impl Future<Output = Result<BTreeMap<String, String>, ServerError>> + Send {
-        let _ = names;
-        async { unsupported("reading global status") }
+        async move { unsupported(which.what()) }
     }
 
     /// The process-list row of one session, its statement cut to `max_chars`

@@ -27,7 +27,9 @@ use super::sample::{
     build_sample, holds_read_view, parse_u64, MetricRows, RowKind, Sample, TrxInfo,
     EXTRA_VARIABLE_NAMES, METRIC_NAMES, STATUS_NAMES,
 };
-use super::{Capabilities, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo};
+use super::{
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+};
 
 /// How to talk to the server.
 #[derive(Debug, Clone)]
@@ -663,20 +665,16 @@ impl Server for LiveServer {
         })
     }
 
-    async fn read_variables(
+    async fn read_globals(
         &mut self,
+        which: Globals,
         names: &[&'static str],
     ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.name_values("reading global variables", "SHOW GLOBAL VARIABLES", names)
-            .await
-    }
-
-    async fn read_status(
-        &mut self,
-        names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.name_values("reading global status", "SHOW GLOBAL STATUS", names)
-            .await
+        let show = match which {
+            Globals::Variables => "SHOW GLOBAL VARIABLES",
+            Globals::Status => "SHOW GLOBAL STATUS",
+        };
+        self.name_values(which.what(), show, names).await
     }
 
     async fn session(

@@ -27,7 +27,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::sample::Sample;
-use super::{Capabilities, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo};
+use super::{
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+};
 
 /// The format version this build writes and reads.
 pub const RECORDING_VERSION: u32 = 1;
@@ -191,18 +193,12 @@ impl<S: Server> Server for RecordingServer<S> {
         self.inner.set_knob(knob, value).await
     }
 
-    async fn read_variables(
+    async fn read_globals(
         &mut self,
+        which: Globals,
         names: &[&'static str],
     ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.inner.read_variables(names).await
-    }
-
-    async fn read_status(
-        &mut self,
-        names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.inner.read_status(names).await
+        self.inner.read_globals(which, names).await
     }
 
     async fn session(
@@ -381,11 +377,15 @@ impl Server for ReplayServer {
         Ok(v)
     }
 
-    /// The recorded knobs only (overlaid like a sample); other variables are absent.
-    async fn read_variables(
+    /// Variables: the recorded knobs only (overlaid like a sample), others absent.
+    async fn read_globals(
         &mut self,
+        which: Globals,
         names: &[&'static str],
     ) -> Result<BTreeMap<String, String>, ServerError> {
+        if which == Globals::Status {
+            return Err(not_recorded("global status beyond the sample"));
+        }
         Ok(names
             .iter()
             .filter_map(|n| {
@@ -394,13 +394,6 @@ impl Server for ReplayServer {
                 Some((n.to_ascii_lowercase(), knob.show_value(v)))
             })
             .collect())
-    }
-
-    async fn read_status(
-        &mut self,
-        _names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        Err(not_recorded("global status beyond the sample"))
     }
 
     async fn session(

@@ -36,7 +36,7 @@ use crate::server::flavor::{
 };
 use crate::server::sample::{build_sample, MetricRows, RowKind, Sample, TrxInfo};
 use crate::server::{
-    Capabilities, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
 };
 
 use super::scenario::{Scenario, SimFlavor};
@@ -1164,6 +1164,23 @@ impl SimServer {
         SimServer(Arc::new(Mutex::new(model)))
     }
 
+    /// A server of `flavor` running `scenario` (realized for `seed`) from the knob
+    /// values that flavor starts with: what the one-shot commands are tested against.
+    pub fn for_scenario(scenario: &Scenario, flavor: SimFlavor, seed: u64) -> Self {
+        let sc = scenario.realize(seed);
+        let startup = sc.startup_knobs(flavor);
+        SimServer::new(Model::new(&sc, flavor, startup, seed))
+    }
+
+    /// Advances `secs` seconds of virtual time without sampling (a scenario's start
+    /// the commands are not meant to see).
+    pub fn advance(&self, secs: u64) {
+        let mut m = self.model();
+        for _ in 0..secs {
+            m.advance_second();
+        }
+    }
+
     /// The model, for the runner (never held across an await).
     pub fn model(&self) -> MutexGuard<'_, Model> {
         // A panic while holding the lock leaves a model mid-step: still readable.
@@ -1191,18 +1208,23 @@ impl Server for SimServer {
         self.model().set_knob(knob, value)
     }
 
-    async fn read_variables(
+    async fn read_globals(
         &mut self,
+        which: Globals,
         names: &[&'static str],
     ) -> Result<BTreeMap<String, String>, ServerError> {
-        Ok(pick(self.model().variables(), names))
-    }
-
-    async fn read_status(
-        &mut self,
-        names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        Ok(pick(self.model().status(), names))
+        let m = self.model();
+        let all = match which {
+            Globals::Variables => m.variables(),
+            Globals::Status => m.status(),
+        };
+        Ok(names
+            .iter()
+            .filter_map(|n| {
+                let key = n.to_ascii_lowercase();
+                all.get(&key).map(|v| (key, v.clone()))
+            })
+            .collect())
     }
 
     async fn session(
@@ -1278,18 +1300,6 @@ impl Server for SimServer {
             })
         }
     }
-}
-
-/// The entries of `all` named in `names` (any case), keyed lower-case like a live
-/// server's answer.
-fn pick(all: BTreeMap<String, String>, names: &[&'static str]) -> BTreeMap<String, String> {
-    names
-        .iter()
-        .filter_map(|n| {
-            let key = n.to_ascii_lowercase();
-            all.get(&key).map(|v| (key, v.clone()))
-        })
-        .collect()
 }
 
 #[cfg(test)]
