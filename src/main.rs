@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use tokio::time::MissedTickBehavior;
 
 use innopilot::cli::{Cli, Command, LogFormat};
 use innopilot::commands::diagnose;
 use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::commands::status;
+use innopilot::commands::watch::WatchOptions;
 use innopilot::config::{Config, ConfigError};
 use innopilot::control::audit::{AuditLog, Mode};
 use innopilot::control::state::StateStore;
@@ -22,7 +22,7 @@ use innopilot::metrics::Snapshot;
 use innopilot::server::connect::{live_server, resolve_target, PASSWORD_ENV};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
-use innopilot::server::{Capabilities, Server, ServerError};
+use innopilot::server::{Server, ServerError};
 use innopilot::signals::SignalWindow;
 
 fn init_logging(format: LogFormat, offline: bool) {
@@ -140,62 +140,19 @@ async fn watch(
     interval: Option<Duration>,
     count: Option<u64>,
 ) -> anyhow::Result<()> {
-    let interval = interval.unwrap_or(config.sampler.interval);
     let mut server = server_from(cli, config)?;
-    // The first probe must succeed: a wrong DSN should fail fast, not retry forever.
-    let mut caps: Option<Capabilities> = Some(server.probe().await?);
-    let mut window = SignalWindow::new(config.sampler.window);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut taken = 0u64;
-    if !json {
-        println!("{}", status::watch_header());
-    }
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    loop {
-        tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
-            _ = ticker.tick() => {}
-        }
-        if caps.is_none() {
-            match server.probe().await {
-                Ok(c) => {
-                    tracing::info!(server = %c.identity.version_string, "connection regained");
-                    caps = Some(c);
-                }
-                Err(e) => {
-                    tracing::warn!("{e}");
-                    continue;
-                }
-            }
-        }
-        match server.sample().await {
-            Ok(sample) => {
-                let signals = window.push(sample);
-                if json {
-                    println!(
-                        "{}",
-                        status::watch_json(&signals, config.policy.purge_rate.min_view_age)
-                    );
-                } else {
-                    println!("{}", status::watch_line(&signals));
-                }
-                taken += 1;
-                if count.is_some_and(|c| taken >= c) {
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                tracing::warn!("{e}");
-                if e.is_connection_lost() {
-                    // Samples from before a lost connection say nothing about after it.
-                    caps = None;
-                    window.reset();
-                }
-            }
-        }
-    }
+    let opts = WatchOptions {
+        interval: interval.unwrap_or(config.sampler.interval),
+        window: config.sampler.window,
+        count,
+        json,
+        min_view_age: config.policy.purge_rate.min_view_age,
+    };
+    innopilot::commands::watch::watch(&mut server, &opts, tokio::signal::ctrl_c(), |line| {
+        println!("{line}")
+    })
+    .await?;
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT, with the signal's name.
