@@ -19,11 +19,10 @@ use innopilot::control::audit::{AuditLog, Mode};
 use innopilot::control::state::StateStore;
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
 use innopilot::metrics::Snapshot;
-use innopilot::server::connect::{live_server, resolve_target, PASSWORD_ENV};
+use innopilot::server::connect::{live_server, resolve_target, wait_for_server, PASSWORD_ENV};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
 use innopilot::server::{Server, ServerError};
-use innopilot::signals::SignalWindow;
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -108,11 +107,8 @@ fn server_from(cli: &Cli, config: &Config) -> anyhow::Result<LiveServer> {
 
 async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
-    let caps = server.probe().await?;
-    let mut window = SignalWindow::new(config.sampler.window);
-    window.push(server.sample().await?);
-    tokio::time::sleep(config.sampler.interval).await;
-    let signals = window.push(server.sample().await?);
+    let (caps, signals) =
+        status::snapshot(&mut server, config.sampler.interval, config.sampler.window).await?;
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
     let state = StateStore::new(config.control.state_file.clone())
@@ -234,26 +230,6 @@ async fn reload_on_sighup(
         };
         if tx.send(req).is_err() {
             return;
-        }
-    }
-}
-
-/// Probes until the server answers or `limit` passes (`run --wait-for-server`).
-/// Only "cannot reach" errors are retried; anything else fails at once.
-async fn wait_for_server(server: &mut LiveServer, limit: Duration) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut attempts = 0u64;
-    loop {
-        match server.probe().await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.is_connection_lost() && tokio::time::Instant::now() < deadline => {
-                if attempts % 10 == 0 {
-                    tracing::warn!("waiting for the server: {e}");
-                }
-                attempts += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -411,17 +387,7 @@ async fn drain_cmd(
         &mut progress,
     )
     .await?;
-    let summary = format!(
-        "history {} -> {} in {} (target {}, {})",
-        report.start_history,
-        report
-            .end_history
-            .map(|h| h.to_string())
-            .unwrap_or_else(|| "unknown".into()),
-        drain::short_duration(report.elapsed.as_secs_f64()),
-        opts.target,
-        report.method
-    );
+    let summary = report.summary(opts.target);
     match report.ended {
         Ended::Done => {
             println!("drained: {summary}");

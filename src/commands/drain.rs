@@ -79,6 +79,20 @@ impl DrainReport {
     pub fn boost_restored(&self) -> bool {
         self.boosted.iter().all(|b| b.3)
     }
+
+    /// "history 120000 -> 900 in 42s (target 1000, polling)": how the drain went, for
+    /// the final line whatever the ending.
+    pub fn summary(&self, target: u64) -> String {
+        format!(
+            "history {} -> {} in {} (target {target}, {})",
+            self.start_history,
+            self.end_history
+                .map(|h| h.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            short_duration(self.elapsed.as_secs_f64()),
+            self.method
+        )
+    }
 }
 
 /// A drain failure (exit 1, or 3 for a privilege).
@@ -697,6 +711,11 @@ mod tests {
         let secs = r.elapsed.as_secs();
         assert!((5..600).contains(&secs), "{r:?}\n{text}");
         assert!(text.contains("drain: history "), "{text}");
+        let summary = r.summary(10_000);
+        assert!(
+            summary.contains("(target 10000, innodb_max_purge_lag_wait)"),
+            "{summary}"
+        );
         // The wait finished by itself: its session is gone, nothing was killed.
         assert!(server.kill_query(2000).await.is_err());
     }

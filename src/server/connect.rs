@@ -1,13 +1,16 @@
 //! Resolves where to connect and with which password, from the CLI, the environment,
-//! the config file and a my.cnf-style defaults file, in that order of precedence.
+//! the config file and a my.cnf-style defaults file, in that order of precedence; and
+//! waits for a server that is not up yet ([`wait_for_server`]).
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::server::dsn::{
     parse_dsn, read_defaults_file, read_password_file, ConnectTarget, DsnError,
 };
 use crate::server::mysql::{LiveOptions, LiveServer};
+use crate::server::{Server, ServerError};
 
 /// Environment variable holding the password (never printed).
 pub const PASSWORD_ENV: &str = "INNOPILOT_PASSWORD";
@@ -56,6 +59,30 @@ pub fn live_server(target: ConnectTarget, config: &Config) -> LiveServer {
             datadir: config.server.datadir.clone(),
         },
     )
+}
+
+/// Probes until the server answers or `limit` passes (`run --wait-for-server`). Only
+/// "cannot reach" errors are retried, once a second; anything else (a wrong password,
+/// a missing privilege) fails at once.
+pub async fn wait_for_server<S: Server>(
+    server: &mut S,
+    limit: Duration,
+) -> Result<(), ServerError> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut attempts = 0u64;
+    loop {
+        match server.probe().await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_connection_lost() && tokio::time::Instant::now() < deadline => {
+                if attempts % 10 == 0 {
+                    tracing::warn!("waiting for the server: {e}");
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
