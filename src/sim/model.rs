@@ -977,17 +977,13 @@ impl Model {
 
     fn oldest_trx(&self, t: f64) -> Option<TrxInfo> {
         let view = self
-            .sc
-            .views
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| t >= v.start_s && t < v.end_s)
+            .open_views(t)
             .min_by(|a, b| a.1.start_s.total_cmp(&b.1.start_s));
         let active = self.threads_running.ceil() as u64;
         match view {
-            Some((i, v)) => Some(TrxInfo {
-                trx_id: format!("{}", 421_000 + i),
-                thread_id: Some(VIEW_SESSION_BASE + i as u64),
+            Some((id, v)) => Some(TrxInfo {
+                trx_id: format!("{}", 421_000 + (id - VIEW_SESSION_BASE)),
+                thread_id: Some(id),
                 age_s: (t - v.start_s).max(0.0) as u64,
                 user: Some("report".into()),
                 host: Some("batch.sim".into()),
