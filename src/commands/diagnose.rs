@@ -11,8 +11,10 @@
 //! read only with `--engine-status`, once, under `server.query_timeout` (seed 004 saw
 //! it hang for minutes).
 //!
-//! Gathering ([`gather`]) talks to the server; everything else is a pure function of
-//! [`Facts`], so the rules are unit-tested on fixtures.
+//! Gathering ([`gather`]) talks to the server, through the [`Server`] trait only, so it
+//! runs on the simulator and on a recording too (what a recording cannot tell is left
+//! out); everything else is a pure function of [`Facts`], so the rules are unit-tested
+//! on fixtures.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

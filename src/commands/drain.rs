@@ -17,6 +17,10 @@
 //! them back in every case: done, timed out, interrupted, or failed. Only a `kill -9`
 //! can leave a boost behind; the values to restore are printed when it is applied.
 //!
+//! Everything goes through the [`Server`] trait (the wait is
+//! [`Server::wait_for_history_at_most`], stopping it [`Server::kill_query`]), so a drain
+//! runs the same on the simulator, where the tests run it.
+//!
 //! Exit codes (see `main.rs`): 0 done, 1 error, 2 bad arguments, 3 missing privilege
 //! (for `--boost` or the MariaDB wait), 5 timed out, 130 interrupted.
 
@@ -249,8 +253,8 @@ pub fn trx_name(trx_id: &str) -> String {
     }
 }
 
-/// Writes progress to standard error: a line rewritten in place on a terminal, one
-/// line per update otherwise (journald, files, tests).
+/// Writes progress to standard error (or any writer): a line rewritten in place on a
+/// terminal, one line per update otherwise (journald, files, tests).
 pub struct Progress {
     out: Box<dyn Write + Send>,
     tty: bool,
