@@ -140,6 +140,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::testkit::Scripted;
     use crate::sim::model::SimServer;
     use crate::sim::scenario::SimFlavor;
     use crate::sim::Scenario;
@@ -185,51 +186,10 @@ mod tests {
         assert!(json[1]["signals"].is_object(), "{}", json[1]);
     }
 
-    /// A server whose samples fail as scripted, to see the reconnect rule.
-    struct Flaky {
-        inner: SimServer,
-        /// Per sample call: `Some(lost)` fails (lost connection or not).
-        script: std::collections::VecDeque<Option<bool>>,
-        probes: u32,
-    }
-
-    impl Server for Flaky {
-        async fn probe(&mut self) -> Result<Capabilities, ServerError> {
-            self.probes += 1;
-            self.inner.probe().await
-        }
-        async fn sample(&mut self) -> Result<crate::server::Sample, ServerError> {
-            match self.script.pop_front().flatten() {
-                Some(true) => Err(ServerError::Lost {
-                    what: "sampling",
-                    message: "gone".into(),
-                }),
-                Some(false) => Err(ServerError::Query {
-                    what: "sampling",
-                    message: "odd".into(),
-                }),
-                None => self.inner.sample().await,
-            }
-        }
-        async fn read_knobs(&mut self) -> Result<crate::server::KnobValues, ServerError> {
-            self.inner.read_knobs().await
-        }
-        async fn set_knob(
-            &mut self,
-            knob: crate::server::Knob,
-            value: u64,
-        ) -> Result<u64, ServerError> {
-            self.inner.set_knob(knob, value).await
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_lost_connection_is_probed_again_and_resets_the_window() {
-        let mut s = Flaky {
-            inner: server(),
-            script: [None, None, Some(false), Some(true), None, None].into(),
-            probes: 0,
-        };
+        let mut s = Scripted::new(server());
+        s.samples = [None, None, Some(false), Some(true), None, None].into();
         let mut window = SignalWindow::new(Duration::from_secs(30));
         let mut seen = Vec::new();
         sample_every(
@@ -265,6 +225,6 @@ mod tests {
                 "sample reset=false",
             ]
         );
-        assert_eq!(s.probes, 1);
+        assert_eq!(s.probe_count, 1);
     }
 }

@@ -88,6 +88,36 @@ pub async fn wait_for_server<S: Server>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::testkit::Scripted;
+    use crate::sim::model::SimServer;
+    use crate::sim::scenario::SimFlavor;
+    use crate::sim::Scenario;
+
+    fn unreachable_for(probes: &[Option<bool>]) -> Scripted<SimServer> {
+        let sc = Scenario::named("long_read_view").unwrap();
+        let mut s = Scripted::new(SimServer::for_scenario(&sc, SimFlavor::MySql80, 1));
+        s.probes = probes.iter().copied().collect();
+        s
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_for_a_server_that_comes_up_and_not_for_one_that_refuses() {
+        let limit = Duration::from_secs(60);
+        let mut s = unreachable_for(&[Some(true), Some(true), Some(true)]);
+        let started = tokio::time::Instant::now();
+        wait_for_server(&mut s, limit).await.unwrap();
+        assert_eq!((s.probe_count, started.elapsed().as_secs()), (4, 3));
+        // Not a reachability problem: no retry.
+        let mut s = unreachable_for(&[Some(true), Some(false)]);
+        let e = wait_for_server(&mut s, limit).await.unwrap_err();
+        assert!(!e.is_connection_lost() && s.probe_count == 2, "{e}");
+        // Still unreachable at the limit: the last error.
+        let mut s = unreachable_for(&[Some(true); 100]);
+        let e = wait_for_server(&mut s, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(e.is_connection_lost() && s.probe_count == 6, "{e}");
+    }
     use std::io::Write;
 
     #[test]

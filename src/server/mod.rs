@@ -13,6 +13,8 @@ pub mod flavor;
 pub mod mysql;
 pub mod recording;
 pub mod sample;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 use std::collections::BTreeMap;
 use std::future::Future;
