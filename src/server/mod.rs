@@ -260,7 +260,9 @@ impl std::fmt::Debug for HistoryWait {
 }
 
 /// What innopilot needs from a server. Implemented by the live connection
-/// ([`mysql::LiveServer`]) and by the simulator; nothing else in the crate talks SQL.
+/// ([`mysql::LiveServer`]), the simulator and recordings ([`recording`]); nothing else
+/// in the crate talks SQL. The first four are what the control loop uses; the rest
+/// serve `diagnose` and `drain`, with defaults for a server that cannot do them.
 pub trait Server: Send {
     /// Identifies the server and builds its capability table. Called at start and after
     /// every reconnect or server restart, before any decision is acted on.
