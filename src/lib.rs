@@ -17,7 +17,7 @@
 //!   arbiter, and the servers' own formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
 //!   audit log, and the loop that performs plans (tick → typed report).
-//! - [`commands`]: `status`, `watch`, `diagnose`, `drain`, `record` / `replay`.
+//! - [`commands`]: `status`, `watch` (its loop is `record`'s), `diagnose`, `drain`, `replay`.
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus rendering.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`sim`]: the deterministic InnoDB model behind the same `Server` trait, scenarios,

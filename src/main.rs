@@ -8,22 +8,21 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use tokio::time::MissedTickBehavior;
 
 use innopilot::cli::{Cli, Command, LogFormat};
 use innopilot::commands::diagnose;
 use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::commands::status;
+use innopilot::commands::watch::WatchOptions;
 use innopilot::config::{Config, ConfigError};
 use innopilot::control::audit::{AuditLog, Mode};
 use innopilot::control::state::StateStore;
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
 use innopilot::metrics::Snapshot;
-use innopilot::server::connect::{live_server, resolve_target, PASSWORD_ENV};
+use innopilot::server::connect::{live_server, resolve_target, wait_for_server, PASSWORD_ENV};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
-use innopilot::server::{Capabilities, Server, ServerError};
-use innopilot::signals::SignalWindow;
+use innopilot::server::{Server, ServerError};
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -108,11 +107,8 @@ fn server_from(cli: &Cli, config: &Config) -> anyhow::Result<LiveServer> {
 
 async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
-    let caps = server.probe().await?;
-    let mut window = SignalWindow::new(config.sampler.window);
-    window.push(server.sample().await?);
-    tokio::time::sleep(config.sampler.interval).await;
-    let signals = window.push(server.sample().await?);
+    let (caps, signals) =
+        status::snapshot(&mut server, config.sampler.interval, config.sampler.window).await?;
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
     let state = StateStore::new(config.control.state_file.clone())
@@ -140,62 +136,19 @@ async fn watch(
     interval: Option<Duration>,
     count: Option<u64>,
 ) -> anyhow::Result<()> {
-    let interval = interval.unwrap_or(config.sampler.interval);
     let mut server = server_from(cli, config)?;
-    // The first probe must succeed: a wrong DSN should fail fast, not retry forever.
-    let mut caps: Option<Capabilities> = Some(server.probe().await?);
-    let mut window = SignalWindow::new(config.sampler.window);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut taken = 0u64;
-    if !json {
-        println!("{}", status::watch_header());
-    }
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    loop {
-        tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
-            _ = ticker.tick() => {}
-        }
-        if caps.is_none() {
-            match server.probe().await {
-                Ok(c) => {
-                    tracing::info!(server = %c.identity.version_string, "connection regained");
-                    caps = Some(c);
-                }
-                Err(e) => {
-                    tracing::warn!("{e}");
-                    continue;
-                }
-            }
-        }
-        match server.sample().await {
-            Ok(sample) => {
-                let signals = window.push(sample);
-                if json {
-                    println!(
-                        "{}",
-                        status::watch_json(&signals, config.policy.purge_rate.min_view_age)
-                    );
-                } else {
-                    println!("{}", status::watch_line(&signals));
-                }
-                taken += 1;
-                if count.is_some_and(|c| taken >= c) {
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                tracing::warn!("{e}");
-                if e.is_connection_lost() {
-                    // Samples from before a lost connection say nothing about after it.
-                    caps = None;
-                    window.reset();
-                }
-            }
-        }
-    }
+    let opts = WatchOptions {
+        interval: interval.unwrap_or(config.sampler.interval),
+        window: config.sampler.window,
+        count,
+        json,
+        min_view_age: config.policy.purge_rate.min_view_age,
+    };
+    innopilot::commands::watch::watch(&mut server, &opts, tokio::signal::ctrl_c(), |line| {
+        println!("{line}")
+    })
+    .await?;
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT, with the signal's name.
@@ -277,26 +230,6 @@ async fn reload_on_sighup(
         };
         if tx.send(req).is_err() {
             return;
-        }
-    }
-}
-
-/// Probes until the server answers or `limit` passes (`run --wait-for-server`).
-/// Only "cannot reach" errors are retried; anything else fails at once.
-async fn wait_for_server(server: &mut LiveServer, limit: Duration) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut attempts = 0u64;
-    loop {
-        match server.probe().await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.is_connection_lost() && tokio::time::Instant::now() < deadline => {
-                if attempts % 10 == 0 {
-                    tracing::warn!("waiting for the server: {e}");
-                }
-                attempts += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -454,17 +387,7 @@ async fn drain_cmd(
         &mut progress,
     )
     .await?;
-    let summary = format!(
-        "history {} -> {} in {} (target {}, {})",
-        report.start_history,
-        report
-            .end_history
-            .map(|h| h.to_string())
-            .unwrap_or_else(|| "unknown".into()),
-        drain::short_duration(report.elapsed.as_secs_f64()),
-        opts.target,
-        report.method
-    );
+    let summary = report.summary(opts.target);
     match report.ended {
         Ended::Done => {
             println!("drained: {summary}");

@@ -144,6 +144,7 @@ pub fn error_kind(e: &ServerError) -> &'static str {
         ServerError::Denied { .. } => "denied",
         ServerError::Unexpected { .. } => "unexpected",
         ServerError::NotSettable { .. } => "not_settable",
+        ServerError::Unsupported { .. } => "unsupported",
     }
 }
 

@@ -11,8 +11,10 @@
 //! read only with `--engine-status`, once, under `server.query_timeout` (seed 004 saw
 //! it hang for minutes).
 //!
-//! Gathering ([`gather`]) talks to the server; everything else is a pure function of
-//! [`Facts`], so the rules are unit-tested on fixtures.
+//! Gathering ([`gather`]) talks to the server, through the [`Server`] trait only, so it
+//! runs on the simulator and on a recording too (what a recording cannot tell is left
+//! out); everything else is a pure function of [`Facts`], so the rules are unit-tested
+//! on fixtures.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,8 +22,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::server::mysql::{LiveServer, SessionInfo};
-use crate::server::{Capabilities, Flavor, Knob, Server, ServerError};
+use crate::server::{Capabilities, Flavor, Globals, Knob, Server, ServerError, SessionInfo};
 use crate::signals::{SignalWindow, Signals};
 
 /// Variables `diagnose` reads besides the sample (constant names only).
@@ -668,8 +669,8 @@ fn engine_status(f: &Facts) -> Vec<Finding> {
 /// Reads the facts: `samples` samples `interval` apart (at least 2, so rates exist),
 /// the variables and status above, the blocking session, and optionally SHOW ENGINE
 /// INNODB STATUS once.
-pub async fn gather(
-    server: &mut LiveServer,
+pub async fn gather<S: Server>(
+    server: &mut S,
     samples: u32,
     interval: Duration,
     window: Duration,
@@ -684,17 +685,22 @@ pub async fn gather(
         tokio::time::sleep(interval).await;
         signals = w.push(server.sample().await?);
     }
-    let vars = server.read_variables(VARIABLES).await?;
-    let status = server.read_status(STATUS).await?;
+    let vars = server.read_globals(Globals::Variables, VARIABLES).await;
+    let vars = unless_unsupported(vars)?.unwrap_or_default();
+    let status = server.read_globals(Globals::Status, STATUS).await;
+    let status = unless_unsupported(status)?.unwrap_or_default();
     let culprit_session = match signals.sample.oldest_trx.as_ref().and_then(|t| t.thread_id) {
-        Some(id) => server.session_info(id, STATEMENT_CHARS).await?,
+        Some(id) => unless_unsupported(server.session(id, STATEMENT_CHARS).await)?.flatten(),
         None => None,
     };
     let engine_status = if engine {
-        Some(match server.engine_innodb_status().await {
-            Ok(text) => EngineStatus::Lines(engine_status_lines(&text)),
-            Err(e) => EngineStatus::Failed(e.to_string()),
-        })
+        match server.engine_innodb_status().await {
+            Ok(text) => Some(EngineStatus::Lines(engine_status_lines(&text))),
+            // A recording holds no engine status: there is nothing to report, not a
+            // server that failed to answer.
+            Err(e) if e.is_unsupported() => None,
+            Err(e) => Some(EngineStatus::Failed(e.to_string())),
+        }
     } else {
         None
     };
@@ -708,6 +714,16 @@ pub async fn gather(
         max_lag,
         min_view_age,
     })
+}
+
+/// What a server cannot tell at all (a recording has no process list) is left out of
+/// the facts, as if absent; every other error stops `diagnose`.
+fn unless_unsupported<T>(r: Result<T, ServerError>) -> Result<Option<T>, ServerError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_unsupported() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `diagnose --json`.
@@ -763,8 +779,12 @@ pub fn to_text(f: &Facts, findings: &[Finding], target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::testkit::SharedBuf;
     use crate::server::flavor::ReplicaSource;
+    use crate::server::recording::{Recorder, Recording, RecordingServer, ReplayServer};
     use crate::server::sample::{RedoSample, Sample, TrxInfo};
+    use crate::sim::model::SimServer;
+    use crate::sim::scenario::SimFlavor;
 
     fn caps() -> Capabilities {
         crate::server::flavor::fixture_caps_writable("10.11.19-MariaDB", ReplicaSource::NotReplica)
@@ -898,6 +918,79 @@ mod tests {
         let x = fs.iter().find(|x| x.id == "replica_lagging").unwrap();
         assert_eq!(x.severity, Severity::Critical);
         assert_eq!(x.sql.len(), 3);
+    }
+
+    /// The long-read-view scenario 40 s into its read view.
+    fn sim_in_read_view() -> SimServer {
+        let server = SimServer::for_scenario(
+            &crate::sim::Scenario::named("long_read_view").unwrap(),
+            SimFlavor::MySql80,
+            1,
+        );
+        server.advance(100);
+        server
+    }
+
+    async fn gather_from<S: Server>(server: &mut S) -> Facts {
+        gather(
+            server,
+            3,
+            Duration::from_secs(1),
+            Duration::from_secs(30),
+            true,
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn diagnose_on_the_simulator_names_the_read_view_and_its_statement() {
+        let mut server = sim_in_read_view();
+        let facts = gather_from(&mut server).await;
+        assert_eq!(facts.vars["innodb_undo_log_truncate"], "ON");
+        let fs = analyze(&facts);
+        let p = fs.iter().find(|x| x.id == "purge_blocked").unwrap();
+        let (title, why) = (&p.title, &p.explanation);
+        let culprit = "Purge is blocked by transaction 421000 (connection 1000, report@batch.sim)";
+        assert!(title.starts_with(culprit), "{title}");
+        assert!(why.contains("It is running: SELECT customer_id"), "{why}");
+        assert_eq!(p.sql, vec!["KILL 1000;"]);
+        assert_eq!(p.details["state"], "Sending data");
+        let e = fs
+            .iter()
+            .find(|x| x.id == "engine_status")
+            .expect("engine status");
+        assert!(
+            e.explanation.contains("History list length"),
+            "{}",
+            e.explanation
+        );
+        assert!(fs.iter().any(|x| x.area == "flushing"));
+        assert!(fs.windows(2).all(|w| w[0].severity >= w[1].severity));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn diagnose_on_a_recording_leaves_out_what_was_not_recorded() {
+        let buf = SharedBuf::default();
+        let recorder = Recorder::to_writer(Box::new(buf.clone()));
+        let mut rec = RecordingServer::new(sim_in_read_view(), recorder);
+        let live = gather_from(&mut rec).await;
+        let recording = Recording::parse(&buf.text(), std::path::Path::new("sim.jsonl")).unwrap();
+        assert_eq!(recording.samples.len(), 3);
+        let mut replay = ReplayServer::new(&recording);
+        let facts = gather_from(&mut replay).await;
+        assert_eq!(facts.signals.history_len, live.signals.history_len);
+        assert_eq!(facts.vars["innodb_undo_log_truncate"], "ON");
+        assert!(facts.status.is_empty() && facts.culprit_session.is_none());
+        assert!(facts.engine_status.is_none());
+        let fs = analyze(&facts);
+        let p = fs
+            .iter()
+            .find(|x| x.id == "purge_blocked")
+            .expect("purge_blocked");
+        assert!(p.title.contains("connection 1000"), "{}", p.title);
     }
 
     #[test]

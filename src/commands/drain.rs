@@ -17,21 +17,23 @@
 //! them back in every case: done, timed out, interrupted, or failed. Only a `kill -9`
 //! can leave a boost behind; the values to restore are printed when it is applied.
 //!
+//! Everything goes through the [`Server`] trait (the wait is
+//! [`Server::wait_for_history_at_most`], stopping it [`Server::kill_query`]), so a drain
+//! runs the same on the simulator, where the tests run it.
+//!
 //! Exit codes (see `main.rs`): 0 done, 1 error, 2 bad arguments, 3 missing privilege
 //! (for `--boost` or the MariaDB wait), 5 timed out, 130 interrupted.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write;
-use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::config::KnobLimits;
 use crate::control::actuator::order_changes;
-use crate::server::mysql::LiveServer;
-use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
+use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError, WaitFuture};
 use crate::signals::{SignalWindow, Signals};
 
 /// What to do.
@@ -80,6 +82,20 @@ pub struct DrainReport {
 impl DrainReport {
     pub fn boost_restored(&self) -> bool {
         self.boosted.iter().all(|b| b.3)
+    }
+
+    /// "history 120000 -> 900 in 42s (target 1000, polling)": how the drain went, for
+    /// the final line whatever the ending.
+    pub fn summary(&self, target: u64) -> String {
+        format!(
+            "history {} -> {} in {} (target {target}, {})",
+            self.start_history,
+            self.end_history
+                .map(|h| h.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            short_duration(self.elapsed.as_secs_f64()),
+            self.method
+        )
     }
 }
 
@@ -237,9 +253,10 @@ pub fn trx_name(trx_id: &str) -> String {
     }
 }
 
-/// Writes progress to standard error: a line rewritten in place on a terminal, one
-/// line per update otherwise (journald, files, tests).
+/// Writes progress to standard error (or any writer): a line rewritten in place on a
+/// terminal, one line per update otherwise (journald, files, tests).
 pub struct Progress {
+    out: Box<dyn Write + Send>,
     tty: bool,
     quiet: bool,
     dirty: bool,
@@ -248,8 +265,19 @@ pub struct Progress {
 impl Progress {
     pub fn stderr(quiet: bool) -> Self {
         Progress {
+            out: Box::new(std::io::stderr()),
             tty: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             quiet,
+            dirty: false,
+        }
+    }
+
+    /// One line per update to `out` (what a drain on the simulator is checked by).
+    pub fn to_writer(out: Box<dyn Write + Send>) -> Self {
+        Progress {
+            out,
+            tty: false,
+            quiet: false,
             dirty: false,
         }
     }
@@ -258,38 +286,44 @@ impl Progress {
         if self.quiet {
             return;
         }
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[2K{line}");
+        let text = if self.tty {
             self.dirty = true;
+            format!("\r\x1b[2K{line}")
         } else {
-            let _ = writeln!(e, "{line}");
-        }
-        let _ = e.flush();
+            format!("{line}\n")
+        };
+        self.write(&text);
     }
 
     pub fn note(&mut self, line: &str) {
-        let mut e = std::io::stderr().lock();
+        let mut text = String::new();
         if self.dirty {
-            let _ = writeln!(e);
+            text.push('\n');
             self.dirty = false;
         }
-        let _ = writeln!(e, "{line}");
+        text.push_str(line);
+        text.push('\n');
+        self.write(&text);
+    }
+
+    /// One write per line, so a line is never split by other output.
+    fn write(&mut self, text: &str) {
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
     }
 }
 
-type WaitFut = Pin<Box<dyn Future<Output = Result<(), ServerError>> + Send>>;
-
 /// Runs a drain. `interrupt` resolves on Ctrl-C / SIGTERM. The boost, if any, is
 /// restored before this returns, whatever happened.
-pub async fn drain<F>(
-    server: &mut LiveServer,
+pub async fn drain<S, F>(
+    server: &mut S,
     limits: &BTreeMap<Knob, KnobLimits>,
     opts: &DrainOptions,
     interrupt: F,
     progress: &mut Progress,
 ) -> Result<DrainReport, DrainError>
 where
+    S: Server,
     F: Future<Output = String>,
 {
     let started = Instant::now();
@@ -403,8 +437,8 @@ where
     Ok(report)
 }
 
-async fn wait_phase<F>(
-    server: &mut LiveServer,
+async fn wait_phase<S, F>(
+    server: &mut S,
     caps: &Capabilities,
     opts: &DrainOptions,
     interrupt: F,
@@ -413,6 +447,7 @@ async fn wait_phase<F>(
     started: Instant,
 ) -> Result<(Ended, Option<u64>, &'static str), DrainError>
 where
+    S: Server,
     F: Future<Output = String>,
 {
     let target = opts.target;
@@ -424,19 +459,19 @@ where
     let mut last_history = Some(start_history);
 
     // MariaDB: the server waits for us on a session of its own.
-    let mut waiter: Option<WaitFut> = None;
+    let mut waiter: Option<WaitFuture> = None;
     let mut wait_id = None;
     let mut wait_finished = false;
     let mut method = "polling";
     if caps.identity.flavor == Flavor::MariaDb && !opts.poll_only && target <= u32::MAX as u64 {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match server
-            .purge_lag_waiter(remaining + Duration::from_secs(5))
+            .wait_for_history_at_most(target as u32, remaining)
             .await
         {
             Ok(w) => {
-                wait_id = Some(w.connection_id());
-                waiter = Some(Box::pin(w.wait(target as u32, remaining)));
+                wait_id = Some(w.session_id);
+                waiter = Some(w.done);
                 method = "innodb_max_purge_lag_wait";
             }
             Err(e) => progress.note(&format!(
@@ -534,9 +569,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::testkit::SharedBuf;
     use crate::config::default_limits;
     use crate::server::flavor::ReplicaSource;
     use crate::server::sample::{Sample, TrxInfo};
+    use crate::sim::model::SimServer;
+    use crate::sim::scenario::{ReadView, SimFlavor};
+    use crate::sim::Scenario;
 
     fn caps(version: &str) -> Capabilities {
         crate::server::flavor::fixture_caps_writable(version, ReplicaSource::NotReplica)
@@ -622,6 +661,103 @@ mod tests {
             "{l}"
         );
         assert!(l.contains("ETA -") && l.contains("1m01s elapsed"), "{l}");
+    }
+
+    /// A MariaDB or MySQL simulator at 30 % load with `history` records of purge debt
+    /// and, optionally, a read view held for the whole run.
+    fn sim_server(flavor: SimFlavor, history: f64, held_view: bool) -> SimServer {
+        let mut sc = Scenario::named("cold_undo_restart").unwrap();
+        sc.restarts.clear();
+        sc.load = vec![(0.0, 0.3)];
+        sc.initial_history = history;
+        if held_view {
+            sc.views = vec![ReadView {
+                start_s: 0.0,
+                end_s: 1e9,
+            }];
+        }
+        SimServer::for_scenario(&sc, flavor, 1)
+    }
+
+    fn opts(target: u64, timeout_s: u64) -> DrainOptions {
+        DrainOptions {
+            target,
+            timeout: Duration::from_secs(timeout_s),
+            boost: None,
+            progress_every: Duration::from_secs(1),
+            poll_only: false,
+        }
+    }
+
+    /// Drains `server` with `opts`; the report (a drain on the simulator does not fail)
+    /// and the progress text.
+    async fn drain_sim(server: &mut SimServer, opts: &DrainOptions) -> (DrainReport, String) {
+        let out = SharedBuf::default();
+        let mut progress = Progress::to_writer(Box::new(out.clone()));
+        let never = std::future::pending::<String>();
+        let r = drain(server, &limits(), opts, never, &mut progress).await;
+        let text = out.text();
+        (r.unwrap_or_else(|e| panic!("{e}\n{text}")), text)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drains_purge_debt_on_the_simulator_with_the_server_wait() {
+        let mut server = sim_server(SimFlavor::MariaDb1011, 3_000_000.0, false);
+        let (r, text) = drain_sim(&mut server, &opts(10_000, 600)).await;
+        assert_eq!(
+            (r.ended, r.method),
+            (Ended::Done, "innodb_max_purge_lag_wait")
+        );
+        assert!(
+            r.start_history >= 1_000_000 && r.end_history < Some(50_000),
+            "{r:?}"
+        );
+        let secs = r.elapsed.as_secs();
+        assert!((5..600).contains(&secs), "{r:?}\n{text}");
+        assert!(text.contains("drain: history "), "{text}");
+        let summary = r.summary(10_000);
+        assert!(
+            summary.contains("(target 10000, innodb_max_purge_lag_wait)"),
+            "{summary}"
+        );
+        // The wait finished by itself: its session is gone, nothing was killed.
+        assert!(server.kill_query(2000).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn polls_where_the_server_cannot_wait() {
+        let mut mysql = sim_server(SimFlavor::MySql80, 3_000_000.0, false);
+        let (r, text) = drain_sim(&mut mysql, &opts(10_000, 600)).await;
+        assert_eq!((r.ended, r.method), (Ended::Done, "polling"), "{text}");
+        assert!(r.end_history.unwrap() <= 10_000, "{r:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_read_view_times_out_naming_the_blocker() {
+        let mut server = sim_server(SimFlavor::MariaDb1011, 400_000.0, true);
+        let (r, text) = drain_sim(&mut server, &opts(10_000, 30)).await;
+        assert_eq!(r.ended, Ended::TimedOut, "{text}");
+        assert!(r.end_history.unwrap() > 10_000, "{r:?}");
+        let blocker = "purge is blocked by transaction 421000 (connection 1000, report@batch.sim";
+        assert!(text.contains(blocker), "{text}");
+        // The server-side wait was stopped, not left behind.
+        assert!(server.model().session(2000, 100).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn boost_is_applied_and_restored_on_the_simulator() {
+        let mut server = sim_server(SimFlavor::MariaDb1011, 200_000.0, false);
+        let before = server.read_knobs().await.unwrap();
+        let mut o = opts(10_000, 600);
+        o.boost = Some(Boost {
+            purge_threads: 8,
+            io_capacity: 4000,
+        });
+        let (r, text) = drain_sim(&mut server, &o).await;
+        assert_eq!(r.ended, Ended::Done, "{text}");
+        assert!(!r.boosted.is_empty() && r.boost_restored(), "{r:?}");
+        assert!(text.contains("drain: boost innodb_purge_threads"), "{text}");
+        assert_eq!(server.read_knobs().await.unwrap(), before);
     }
 
     #[test]

@@ -7,22 +7,26 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::commands::watch::{sample_every, Tick};
 use crate::config::Config;
 use crate::control::audit::AuditLog;
 use crate::control::{Controller, RunOptions};
 use crate::server::recording::{Recorder, Recording, ReplayError, ReplayServer};
 use crate::server::{Server, ServerError};
+use crate::signals::SignalWindow;
 use crate::sim::run::SimDecision;
 
 /// The passive loop behind `innopilot record --out FILE`: probes, then samples every
-/// `interval` until `shutdown` resolves or `max_samples` were taken, writing each
-/// sample. Never sets anything. A lost connection is retried on the next tick (the
-/// gap shows in the recording's `t_ms`). Returns the number of samples written.
+/// `interval` (the loop `watch` uses) until `shutdown` resolves or `max_samples` were
+/// taken, writing each sample. Never sets anything. A lost connection is retried on
+/// the next tick (the gap shows in the recording's `t_ms`). Returns the number of
+/// samples written.
 pub async fn record<S, F>(
     server: &mut S,
     recorder: &mut Recorder,
@@ -41,35 +45,30 @@ where
             what: "writing the recording",
             message: e.to_string(),
         })?;
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut need_probe = false;
-    tokio::pin!(shutdown);
-    while max_samples.is_none_or(|m| recorder.samples() < m) {
-        tokio::select! {
-            _ = &mut shutdown => break,
-            _ = ticker.tick() => {}
-        }
-        if need_probe {
-            match server.probe().await {
-                Ok(_) => need_probe = false,
-                Err(e) => {
-                    tracing::warn!("record: {e}");
-                    continue;
+    if max_samples == Some(0) {
+        return Ok(0);
+    }
+    // The window is not shown; the loop derives signals for `watch` anyway.
+    let mut window = SignalWindow::new(interval * 2);
+    sample_every(server, &mut window, interval, shutdown, |tick| {
+        match tick {
+            Tick::Sampled(signals) => {
+                recorder
+                    .write_sample(&signals.sample)
+                    .map_err(|e| ServerError::Query {
+                        what: "writing the recording",
+                        message: e.to_string(),
+                    })?;
+                if max_samples.is_some_and(|m| recorder.samples() >= m) {
+                    return Ok(ControlFlow::Break(()));
                 }
             }
+            Tick::Failed(e) => tracing::warn!("record: {e}"),
+            Tick::Regained(_) => {}
         }
-        match server.sample().await {
-            Ok(s) => recorder.write_sample(&s).map_err(|e| ServerError::Query {
-                what: "writing the recording",
-                message: e.to_string(),
-            })?,
-            Err(e) => {
-                tracing::warn!("record: {e}");
-                need_probe = e.is_connection_lost();
-            }
-        }
-    }
+        Ok(ControlFlow::Continue(()))
+    })
+    .await?;
     Ok(recorder.samples())
 }
 
@@ -196,6 +195,7 @@ fn replay_in(rec: &Recording, mut cfg: Config, dir: &Path) -> Result<Vec<ReplayS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::testkit::SharedBuf;
     use crate::server::recording::Header;
     use crate::server::Knob;
     use crate::sim::model::{capabilities, Model};
@@ -217,30 +217,10 @@ mod tests {
         }
     }
 
-    /// An in-memory sink a test reads back.
-    #[derive(Clone, Default)]
-    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Buf {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-        }
-    }
-
     #[test]
     fn header_and_samples_round_trip() {
         let rec = recording(3);
-        let buf = Buf::default();
+        let buf = SharedBuf::default();
         let mut r = Recorder::to_writer(Box::new(buf.clone()));
         assert!(r.write_sample(&rec.samples[0]).is_err());
         r.write_header(&rec.header.capabilities).unwrap();

@@ -1,13 +1,29 @@
-//! Rendering of `status` and `watch`: one flattened list of signals, each with its
-//! unit, shown as a human table, a compact line, or JSON.
+//! `status`: two samples an interval apart ([`snapshot`]); and the rendering of
+//! `status` and `watch`: one flattened list of signals, each with its unit, shown as a
+//! human table, a compact line, or JSON.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::server::{Capabilities, Dynamic, Knob};
-use crate::signals::Signals;
+use crate::server::{Capabilities, Dynamic, Knob, Server, ServerError};
+use crate::signals::{SignalWindow, Signals};
+
+/// What `status` shows: the capabilities, and the signals of two samples `interval`
+/// apart (so rates exist) over a window of `window`.
+pub async fn snapshot<S: Server>(
+    server: &mut S,
+    interval: Duration,
+    window: Duration,
+) -> Result<(Capabilities, Signals), ServerError> {
+    let caps = server.probe().await?;
+    let mut w = SignalWindow::new(window);
+    w.push(server.sample().await?);
+    tokio::time::sleep(interval).await;
+    let signals = w.push(server.sample().await?);
+    Ok((caps, signals))
+}
 
 /// One signal for display.
 #[derive(Debug, Clone, Serialize)]

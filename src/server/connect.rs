@@ -1,13 +1,16 @@
 //! Resolves where to connect and with which password, from the CLI, the environment,
-//! the config file and a my.cnf-style defaults file, in that order of precedence.
+//! the config file and a my.cnf-style defaults file, in that order of precedence; and
+//! waits for a server that is not up yet ([`wait_for_server`]).
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::server::dsn::{
     parse_dsn, read_defaults_file, read_password_file, ConnectTarget, DsnError,
 };
 use crate::server::mysql::{LiveOptions, LiveServer};
+use crate::server::{Server, ServerError};
 
 /// Environment variable holding the password (never printed).
 pub const PASSWORD_ENV: &str = "INNOPILOT_PASSWORD";
@@ -58,9 +61,63 @@ pub fn live_server(target: ConnectTarget, config: &Config) -> LiveServer {
     )
 }
 
+/// Probes until the server answers or `limit` passes (`run --wait-for-server`). Only
+/// "cannot reach" errors are retried, once a second; anything else (a wrong password,
+/// a missing privilege) fails at once.
+pub async fn wait_for_server<S: Server>(
+    server: &mut S,
+    limit: Duration,
+) -> Result<(), ServerError> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut attempts = 0u64;
+    loop {
+        match server.probe().await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_connection_lost() && tokio::time::Instant::now() < deadline => {
+                if attempts % 10 == 0 {
+                    tracing::warn!("waiting for the server: {e}");
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::testkit::Scripted;
+    use crate::sim::model::SimServer;
+    use crate::sim::scenario::SimFlavor;
+    use crate::sim::Scenario;
+
+    fn unreachable_for(probes: &[Option<bool>]) -> Scripted<SimServer> {
+        let sc = Scenario::named("long_read_view").unwrap();
+        let mut s = Scripted::new(SimServer::for_scenario(&sc, SimFlavor::MySql80, 1));
+        s.probes = probes.iter().copied().collect();
+        s
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_for_a_server_that_comes_up_and_not_for_one_that_refuses() {
+        let limit = Duration::from_secs(60);
+        let mut s = unreachable_for(&[Some(true), Some(true), Some(true)]);
+        let started = tokio::time::Instant::now();
+        wait_for_server(&mut s, limit).await.unwrap();
+        assert_eq!((s.probe_count, started.elapsed().as_secs()), (4, 3));
+        // Not a reachability problem: no retry.
+        let mut s = unreachable_for(&[Some(true), Some(false)]);
+        let e = wait_for_server(&mut s, limit).await.unwrap_err();
+        assert!(!e.is_connection_lost() && s.probe_count == 2, "{e}");
+        // Still unreachable at the limit: the last error.
+        let mut s = unreachable_for(&[Some(true); 100]);
+        let e = wait_for_server(&mut s, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(e.is_connection_lost() && s.probe_count == 6, "{e}");
+    }
     use std::io::Write;
 
     #[test]

@@ -2,7 +2,10 @@
 //! knobs innopilot may ever touch ([`Knob`]), and what a server can do ([`Capabilities`]).
 //!
 //! The live implementation ([`mysql::LiveServer`]) speaks to MariaDB or MySQL over sqlx;
-//! the simulator implements the same trait, so the control loop cannot tell them apart.
+//! the simulator and a recording implement the same trait, so the control loop and the
+//! one-shot commands (`diagnose`, `drain`) cannot tell them apart. What only some
+//! servers can do (a server-side purge wait, the process list, SHOW ENGINE INNODB
+//! STATUS) has a default that answers [`ServerError::Unsupported`].
 
 pub mod connect;
 pub mod dsn;
@@ -10,9 +13,12 @@ pub mod flavor;
 pub mod mysql;
 pub mod recording;
 pub mod sample;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -102,6 +108,15 @@ impl Knob {
         matches!(self, Knob::UndoLogTruncate)
     }
 
+    /// A value as `SHOW GLOBAL VARIABLES` prints it (booleans as ON/OFF).
+    pub fn show_value(self, value: u64) -> String {
+        match (self.is_bool(), value) {
+            (true, 0) => "OFF".into(),
+            (true, _) => "ON".into(),
+            (false, v) => v.to_string(),
+        }
+    }
+
     /// Resizing the redo log blocks the session that asks for it until the resize is
     /// done: such knobs are set on a connection of their own, never the sampling one.
     pub const fn is_blocking(self) -> bool {
@@ -158,6 +173,12 @@ pub enum ServerError {
     Unexpected { what: &'static str, detail: String },
     #[error("{knob} cannot be changed on this server: {why}")]
     NotSettable { knob: Knob, why: String },
+    #[error("{what} is not available on {server}")]
+    Unsupported {
+        what: &'static str,
+        /// The kind of server asked ("a recording", "the simulated MySQL", …).
+        server: &'static str,
+    },
 }
 
 impl ServerError {
@@ -169,10 +190,79 @@ impl ServerError {
             ServerError::Connect { .. } | ServerError::Lost { .. } | ServerError::Timeout { .. }
         )
     }
+
+    /// The server cannot do this at all (as opposed to failing at it now).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, ServerError::Unsupported { .. })
+    }
+}
+
+/// What a server that cannot do something answers, for the trait's defaults.
+fn unsupported<T>(what: &'static str) -> Result<T, ServerError> {
+    Err(ServerError::Unsupported {
+        what,
+        server: "this server",
+    })
+}
+
+/// Which of a server's named global values to read ([`Server::read_globals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Globals {
+    /// `SHOW GLOBAL VARIABLES`.
+    Variables,
+    /// `SHOW GLOBAL STATUS`.
+    Status,
+}
+
+impl Globals {
+    /// What reading them is called in messages.
+    pub const fn what(self) -> &'static str {
+        match self {
+            Globals::Variables => "reading global variables",
+            Globals::Status => "reading global status",
+        }
+    }
+}
+
+/// One session of the server's process list (for naming the transaction that blocks
+/// purge and what it runs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SessionInfo {
+    pub command: Option<String>,
+    /// Seconds in the current state.
+    pub time_s: Option<u64>,
+    pub state: Option<String>,
+    /// The statement it runs now (PROCESSLIST INFO), truncated; `None` when idle.
+    pub info: Option<String>,
+}
+
+/// The future of a [`HistoryWait`]: owns everything it needs, so it runs beside
+/// further calls on the server (progress samples).
+pub type WaitFuture = Pin<Box<dyn Future<Output = Result<(), ServerError>> + Send>>;
+
+/// A wait, inside the server, until the history list is short enough
+/// ([`Server::wait_for_history_at_most`]).
+pub struct HistoryWait {
+    /// The session that waits: dropping [`HistoryWait::done`] does not stop a statement
+    /// in the server, [`Server::kill_query`] with this id does.
+    pub session_id: u64,
+    /// Resolves when history ≤ the target (`Ok`), or with why the wait ended
+    /// ([`ServerError::Timeout`] at the limit).
+    pub done: WaitFuture,
+}
+
+impl std::fmt::Debug for HistoryWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryWait")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What innopilot needs from a server. Implemented by the live connection
-/// ([`mysql::LiveServer`]) and by the simulator; nothing else in the crate talks SQL.
+/// ([`mysql::LiveServer`]), the simulator and recordings ([`recording`]); nothing else
+/// in the crate talks SQL. The first four are what the control loop uses; the rest
+/// serve `diagnose` and `drain`, with defaults for a server that cannot do them.
 pub trait Server: Send {
     /// Identifies the server and builds its capability table. Called at start and after
     /// every reconnect or server restart, before any decision is acted on.
@@ -192,4 +282,55 @@ pub trait Server: Send {
         knob: Knob,
         value: u64,
     ) -> impl Future<Output = Result<u64, ServerError>> + Send;
+
+    /// Global variables or status values by innopilot's own constant names:
+    /// lower-cased name → value as text (booleans as ON/OFF). Names the server does not
+    /// have are absent.
+    fn read_globals(
+        &mut self,
+        which: Globals,
+        names: &[&'static str],
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, ServerError>> + Send {
+        let _ = names;
+        async move { unsupported(which.what()) }
+    }
+
+    /// The process-list row of one session, its statement cut to `max_chars`
+    /// characters; `None` when no such session exists.
+    fn session(
+        &mut self,
+        thread_id: u64,
+        max_chars: u32,
+    ) -> impl Future<Output = Result<Option<SessionInfo>, ServerError>> + Send {
+        let _ = (thread_id, max_chars);
+        async { unsupported("the process list") }
+    }
+
+    /// `SHOW ENGINE INNODB STATUS` as text, once (never in a loop: it takes the lock
+    /// system latch).
+    fn engine_innodb_status(&mut self) -> impl Future<Output = Result<String, ServerError>> + Send {
+        async { unsupported("SHOW ENGINE INNODB STATUS") }
+    }
+
+    /// Starts a wait, inside the server and on a session of its own, until the history
+    /// list is at most `target` records, ending after `limit` at the latest (MariaDB's
+    /// `innodb_max_purge_lag_wait`). Where the server cannot wait, the caller polls.
+    fn wait_for_history_at_most(
+        &mut self,
+        target: u32,
+        limit: Duration,
+    ) -> impl Future<Output = Result<HistoryWait, ServerError>> + Send {
+        let _ = (target, limit);
+        async { unsupported("waiting for purge (innodb_max_purge_lag_wait)") }
+    }
+
+    /// Stops the statement a session runs (`KILL QUERY`): only ever a session innopilot
+    /// opened itself, such as a [`HistoryWait`]'s.
+    fn kill_query(
+        &mut self,
+        session_id: u64,
+    ) -> impl Future<Output = Result<(), ServerError>> + Send {
+        let _ = session_id;
+        async { unsupported("stopping a statement (KILL QUERY)") }
+    }
 }

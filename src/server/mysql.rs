@@ -27,7 +27,9 @@ use super::sample::{
     build_sample, holds_read_view, parse_u64, MetricRows, RowKind, Sample, TrxInfo,
     EXTRA_VARIABLE_NAMES, METRIC_NAMES, STATUS_NAMES,
 };
-use super::{Capabilities, Knob, KnobValues, Server, ServerError};
+use super::{
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+};
 
 /// How to talk to the server.
 #[derive(Debug, Clone)]
@@ -662,27 +664,87 @@ impl Server for LiveServer {
             detail: format!("{knob}: {e}"),
         })
     }
+
+    async fn read_globals(
+        &mut self,
+        which: Globals,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        let show = match which {
+            Globals::Variables => "SHOW GLOBAL VARIABLES",
+            Globals::Status => "SHOW GLOBAL STATUS",
+        };
+        self.name_values(which.what(), show, names).await
+    }
+
+    async fn session(
+        &mut self,
+        thread_id: u64,
+        max_chars: u32,
+    ) -> Result<Option<SessionInfo>, ServerError> {
+        let sql = format!(
+            "SELECT COMMAND, CAST(TIME AS CHAR), STATE, LEFT(INFO, {max_chars}) \
+             FROM information_schema.PROCESSLIST WHERE ID = {thread_id}"
+        );
+        let rows = self
+            .fetch("reading a session (information_schema.PROCESSLIST)", &sql)
+            .await?;
+        Ok(rows.first().map(|r| SessionInfo {
+            command: col(r, 0),
+            time_s: col(r, 1).and_then(|v| parse_u64(&v).ok()),
+            state: col(r, 2).filter(|s| !s.is_empty()),
+            info: col(r, 3),
+        }))
+    }
+
+    /// Under the query timeout: the statement has been seen to hang for minutes
+    /// (seed 004).
+    async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
+        let rows = self
+            .fetch("SHOW ENGINE INNODB STATUS", "SHOW ENGINE INNODB STATUS")
+            .await?;
+        Ok(rows.first().and_then(|r| col(r, 2)).unwrap_or_default())
+    }
+
+    /// MariaDB's `innodb_max_purge_lag_wait` on a session of its own (the server also
+    /// nudges purge and flushing while it waits). Where the variable is missing or not
+    /// allowed, the wait ends with the server's error.
+    async fn wait_for_history_at_most(
+        &mut self,
+        target: u32,
+        limit: Duration,
+    ) -> Result<HistoryWait, ServerError> {
+        let w = self
+            .purge_lag_waiter(limit + PURGE_WAIT_SERVER_GRACE)
+            .await?;
+        Ok(HistoryWait {
+            session_id: w.connection_id,
+            done: Box::pin(w.wait(target, limit)),
+        })
+    }
+
+    async fn kill_query(&mut self, session_id: u64) -> Result<(), ServerError> {
+        let sql = format!("KILL QUERY {session_id}");
+        self.fetch("stopping the purge wait (KILL QUERY)", &sql)
+            .await
+            .map(|_| ())
+    }
 }
 
 /// A session of its own for `SET GLOBAL innodb_max_purge_lag_wait = N` (MariaDB), which
 /// blocks its session until the history list is at most N. Used by `innopilot drain`;
 /// the sampling connection stays free for progress reports meanwhile.
-pub struct PurgeLagWait {
+struct PurgeLagWait {
     conn: MySqlConnection,
     connection_id: u64,
     target: ConnectTarget,
 }
 
 impl PurgeLagWait {
-    /// The session's `CONNECTION_ID()`, for [`LiveServer::kill_query`].
-    pub fn connection_id(&self) -> u64 {
-        self.connection_id
-    }
-
     /// Blocks until history ≤ `target` (the server checks every 100 ms), at most
     /// `limit` client side; the server stops it too, by `max_statement_time`. The SQL
     /// is built from the variable's constant name and a typed integer only.
-    pub async fn wait(mut self, target: u32, limit: Duration) -> Result<(), ServerError> {
+    async fn wait(mut self, target: u32, limit: Duration) -> Result<(), ServerError> {
         let what = "waiting for purge (SET GLOBAL innodb_max_purge_lag_wait)";
         let sql = format!("SET GLOBAL innodb_max_purge_lag_wait = {target}");
         match tokio::time::timeout(limit, execute(&mut self.conn, &sql)).await {
@@ -718,23 +780,17 @@ impl PurgeLagWait {
     }
 }
 
-/// One session of the process list (for naming the transaction that blocks purge).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct SessionInfo {
-    pub command: Option<String>,
-    /// Seconds in the current state.
-    pub time_s: Option<u64>,
-    pub state: Option<String>,
-    /// The statement it runs now (PROCESSLIST INFO), truncated; `None` when idle.
-    pub info: Option<String>,
-}
+/// How much longer than the client-side limit the server lets the purge wait run:
+/// the client gives up first and stops it with `KILL QUERY`, the server's own
+/// `max_statement_time` is the backstop should innopilot be gone by then.
+const PURGE_WAIT_SERVER_GRACE: Duration = Duration::from_secs(5);
 
-/// Narrow, typed helpers for `drain` and `diagnose`: every statement is built from
+/// Narrow, typed helpers behind `drain` and `diagnose`: every statement is built from
 /// innopilot's own constants and typed integers, never from input.
 impl LiveServer {
     /// Opens the dedicated session for [`PurgeLagWait::wait`]; the server stops its
     /// statement after `limit` (max_statement_time).
-    pub async fn purge_lag_waiter(&self, limit: Duration) -> Result<PurgeLagWait, ServerError> {
+    async fn purge_lag_waiter(&self, limit: Duration) -> Result<PurgeLagWait, ServerError> {
         let mut conn = self.open_connection(limit).await?;
         let what = "opening the purge wait session (SELECT CONNECTION_ID())";
         let rows = match tokio::time::timeout(
@@ -767,15 +823,6 @@ impl LiveServer {
         })
     }
 
-    /// `KILL QUERY id`: stops the statement another session of innopilot's own runs
-    /// (the purge wait, on timeout or Ctrl-C).
-    pub async fn kill_query(&mut self, connection_id: u64) -> Result<(), ServerError> {
-        let sql = format!("KILL QUERY {connection_id}");
-        self.fetch("stopping the purge wait (KILL QUERY)", &sql)
-            .await
-            .map(|_| ())
-    }
-
     async fn name_values(
         &mut self,
         what: &'static str,
@@ -801,55 +848,6 @@ impl LiveServer {
                 ))
             })
             .collect())
-    }
-
-    /// Global variables by (constant) name: lower-cased name → value as text. Missing
-    /// variables are absent.
-    pub async fn read_variables(
-        &mut self,
-        names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.name_values("reading global variables", "SHOW GLOBAL VARIABLES", names)
-            .await
-    }
-
-    /// Global status values by (constant) name: lower-cased name → value as text.
-    pub async fn read_status(
-        &mut self,
-        names: &[&'static str],
-    ) -> Result<BTreeMap<String, String>, ServerError> {
-        self.name_values("reading global status", "SHOW GLOBAL STATUS", names)
-            .await
-    }
-
-    /// The process-list row of one connection, its statement cut to `max_chars`.
-    pub async fn session_info(
-        &mut self,
-        thread_id: u64,
-        max_chars: u32,
-    ) -> Result<Option<SessionInfo>, ServerError> {
-        let sql = format!(
-            "SELECT COMMAND, CAST(TIME AS CHAR), STATE, LEFT(INFO, {max_chars}) \
-             FROM information_schema.PROCESSLIST WHERE ID = {thread_id}"
-        );
-        let rows = self
-            .fetch("reading a session (information_schema.PROCESSLIST)", &sql)
-            .await?;
-        Ok(rows.first().map(|r| SessionInfo {
-            command: col(r, 0),
-            time_s: col(r, 1).and_then(|v| parse_u64(&v).ok()),
-            state: col(r, 2).filter(|s| !s.is_empty()),
-            info: col(r, 3),
-        }))
-    }
-
-    /// `SHOW ENGINE INNODB STATUS`, once, under the query timeout: it takes the lock
-    /// system latch and has been seen to hang for minutes (seed 004), so never in a loop.
-    pub async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
-        let rows = self
-            .fetch("SHOW ENGINE INNODB STATUS", "SHOW ENGINE INNODB STATUS")
-            .await?;
-        Ok(rows.first().and_then(|r| col(r, 2)).unwrap_or_default())
     }
 }
 

@@ -12,17 +12,24 @@
 //! (where innopilot's own SETs appear in later samples) replays consistently, and a
 //! recording of a passive `record` session (where the knob never moves) does not look
 //! like an operator changing it back.
+//!
+//! What a recording does not hold (status values, the process list, SHOW ENGINE INNODB
+//! STATUS, a server-side purge wait) a replay answers with
+//! [`ServerError::Unsupported`]; global variables it answers for the knobs it recorded.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::sample::Sample;
-use super::{Capabilities, Knob, KnobValues, Server, ServerError};
+use super::{
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+};
 
 /// The format version this build writes and reads.
 pub const RECORDING_VERSION: u32 = 1;
@@ -185,6 +192,38 @@ impl<S: Server> Server for RecordingServer<S> {
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.inner.set_knob(knob, value).await
     }
+
+    async fn read_globals(
+        &mut self,
+        which: Globals,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        self.inner.read_globals(which, names).await
+    }
+
+    async fn session(
+        &mut self,
+        thread_id: u64,
+        max_chars: u32,
+    ) -> Result<Option<SessionInfo>, ServerError> {
+        self.inner.session(thread_id, max_chars).await
+    }
+
+    async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
+        self.inner.engine_innodb_status().await
+    }
+
+    async fn wait_for_history_at_most(
+        &mut self,
+        target: u32,
+        limit: Duration,
+    ) -> Result<HistoryWait, ServerError> {
+        self.inner.wait_for_history_at_most(target, limit).await
+    }
+
+    async fn kill_query(&mut self, session_id: u64) -> Result<(), ServerError> {
+        self.inner.kill_query(session_id).await
+    }
 }
 
 /// A recording read back.
@@ -336,5 +375,53 @@ impl Server for ReplayServer {
         }
         self.current.insert(knob, v);
         Ok(v)
+    }
+
+    /// Variables: the recorded knobs only (overlaid like a sample), others absent.
+    async fn read_globals(
+        &mut self,
+        which: Globals,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        if which == Globals::Status {
+            return Err(not_recorded("global status beyond the sample"));
+        }
+        Ok(names
+            .iter()
+            .filter_map(|n| {
+                let knob = Knob::from_var_name(n)?;
+                let v = *self.current.get(&knob)?;
+                Some((n.to_ascii_lowercase(), knob.show_value(v)))
+            })
+            .collect())
+    }
+
+    async fn session(
+        &mut self,
+        _thread_id: u64,
+        _max_chars: u32,
+    ) -> Result<Option<SessionInfo>, ServerError> {
+        Err(not_recorded("the process list"))
+    }
+
+    async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
+        Err(not_recorded("SHOW ENGINE INNODB STATUS"))
+    }
+
+    async fn wait_for_history_at_most(
+        &mut self,
+        _target: u32,
+        _limit: Duration,
+    ) -> Result<HistoryWait, ServerError> {
+        Err(not_recorded(
+            "waiting for purge (innodb_max_purge_lag_wait)",
+        ))
+    }
+}
+
+fn not_recorded(what: &'static str) -> ServerError {
+    ServerError::Unsupported {
+        what,
+        server: "a recording",
     }
 }

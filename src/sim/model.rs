@@ -25,8 +25,9 @@
 //! The model records its own truth once per virtual second ([`Second`]), whatever the
 //! controller sees.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -34,7 +35,9 @@ use crate::server::flavor::{
     build_knob_caps, signal_sources, ReplicaSource, ServerIdentity, UndoSource, VariableMeta,
 };
 use crate::server::sample::{build_sample, MetricRows, RowKind, Sample, TrxInfo};
-use crate::server::{Capabilities, Knob, KnobValues, Server, ServerError};
+use crate::server::{
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+};
 
 use super::scenario::{Scenario, SimFlavor};
 use super::Rng;
@@ -60,6 +63,19 @@ const P99_OF_MEAN: f64 = 4.605;
 const BACKLOG_LIMIT_S: f64 = 60.0;
 /// Device utilisation above which queueing no longer grows read latency (cap 10×).
 const MAX_DEVICE_UTIL: f64 = 0.9;
+
+/// Process-list ids of the simulated sessions: the scenario's read views (one each,
+/// from `VIEW_SESSION_BASE`), the application's connection, and the sessions opened
+/// for purge waits.
+const VIEW_SESSION_BASE: u64 = 1000;
+const APP_SESSION: u64 = 10;
+const WAIT_SESSION_BASE: u64 = 2000;
+/// What a held read view runs, as the process list shows it.
+const VIEW_STATEMENT: &str =
+    "SELECT customer_id, SUM(amount) FROM orders GROUP BY customer_id /* nightly report */";
+const APP_STATEMENT: &str = "UPDATE sbtest1 SET k = k + 1 WHERE id = 5021";
+/// How often a server-side purge wait looks at the history (MariaDB: every 100 ms).
+const WAIT_CHECK: Duration = Duration::from_millis(100);
 
 /// The model's own record of one virtual second.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -179,6 +195,10 @@ pub struct Model {
     dml_delay_us: f64,
     acc: Acc,
     log: Vec<Second>,
+    // Sessions innopilot opened for a purge wait ([`Server::wait_for_history_at_most`]);
+    // one that is no longer here was stopped by `kill_query`.
+    wait_sessions: BTreeSet<u64>,
+    next_wait_session: u64,
 }
 
 /// (async point, sync point) in bytes of checkpoint age for a redo of `capacity` bytes.
@@ -381,6 +401,8 @@ impl Model {
             dml_delay_us: 0.0,
             acc: Acc::default(),
             log: Vec::new(),
+            wait_sessions: BTreeSet::new(),
+            next_wait_session: WAIT_SESSION_BASE,
             sc,
         };
         if m.sc.initial_history > 0.0 {
@@ -955,17 +977,13 @@ impl Model {
 
     fn oldest_trx(&self, t: f64) -> Option<TrxInfo> {
         let view = self
-            .sc
-            .views
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| t >= v.start_s && t < v.end_s)
+            .open_views(t)
             .min_by(|a, b| a.1.start_s.total_cmp(&b.1.start_s));
         let active = self.threads_running.ceil() as u64;
         match view {
-            Some((i, v)) => Some(TrxInfo {
-                trx_id: format!("{}", 421_000 + i),
-                thread_id: Some(1000 + i as u64),
+            Some((id, v)) => Some(TrxInfo {
+                trx_id: format!("{}", 421_000 + (id - VIEW_SESSION_BASE)),
+                thread_id: Some(id),
                 age_s: (t - v.start_s).max(0.0) as u64,
                 user: Some("report".into()),
                 host: Some("batch.sim".into()),
@@ -977,7 +995,7 @@ impl Model {
             }),
             None if active > 0 => Some(TrxInfo {
                 trx_id: format!("{}", self.commits as u64),
-                thread_id: Some(10),
+                thread_id: Some(APP_SESSION),
                 age_s: 0,
                 user: Some("app".into()),
                 host: Some("app.sim".into()),
@@ -989,6 +1007,111 @@ impl Model {
             }),
             None => None,
         }
+    }
+
+    /// The read views open at `t`, with their session ids.
+    fn open_views(&self, t: f64) -> impl Iterator<Item = (u64, &super::scenario::ReadView)> {
+        self.sc
+            .views
+            .iter()
+            .enumerate()
+            .filter(move |(_, v)| t >= v.start_s && t < v.end_s)
+            .map(|(i, v)| (VIEW_SESSION_BASE + i as u64, v))
+    }
+
+    /// The process-list row of a session: a scenario's read view runs a long report,
+    /// the application's connection an update; a purge wait runs its SET.
+    pub fn session(&self, id: u64, max_chars: u32) -> Option<SessionInfo> {
+        let t = self.t_ms as f64 / 1000.0;
+        let cut = |q: &str| Some(q.chars().take(max_chars as usize).collect::<String>());
+        if let Some((_, v)) = self.open_views(t).find(|(sid, _)| *sid == id) {
+            return Some(SessionInfo {
+                command: Some("Query".into()),
+                time_s: Some((t - v.start_s).max(0.0) as u64),
+                state: Some("Sending data".into()),
+                info: cut(VIEW_STATEMENT),
+            });
+        }
+        if id == APP_SESSION && self.threads_running > 0.0 {
+            return Some(SessionInfo {
+                command: Some("Query".into()),
+                time_s: Some(0),
+                state: Some("Updating".into()),
+                info: cut(APP_STATEMENT),
+            });
+        }
+        self.wait_sessions.contains(&id).then(|| SessionInfo {
+            command: Some("Query".into()),
+            time_s: None,
+            state: Some("Waiting for purge".into()),
+            info: cut("SET GLOBAL innodb_max_purge_lag_wait"),
+        })
+    }
+
+    /// Global variables as `SHOW GLOBAL VARIABLES` would print them: the knobs in
+    /// effect and the few settings the scenario implies.
+    pub fn variables(&self) -> BTreeMap<String, String> {
+        let mut v: BTreeMap<String, String> = self
+            .knobs
+            .iter()
+            .map(|(k, x)| (k.var_name().to_string(), k.show_value(*x)))
+            .collect();
+        let fixed = [
+            (
+                "innodb_undo_tablespaces",
+                self.sc.undo_tablespaces.to_string(),
+            ),
+            (
+                "innodb_buffer_pool_size",
+                ((self.sc.hardware.buffer_pool_pages as u64) * 16_384).to_string(),
+            ),
+            ("innodb_buffer_pool_dump_at_shutdown", "ON".into()),
+            ("innodb_buffer_pool_load_at_startup", "ON".into()),
+            ("innodb_buffer_pool_dump_pct", "25".into()),
+            ("innodb_adaptive_flushing", "ON".into()),
+            ("innodb_flush_log_at_trx_commit", "1".into()),
+            ("innodb_fast_shutdown", "1".into()),
+        ];
+        for (name, value) in fixed {
+            v.entry(name.to_string()).or_insert(value);
+        }
+        if self.sc.replica {
+            // The scenarios' replicas apply with one thread.
+            let name = match self.flavor {
+                SimFlavor::MariaDb1011 => "slave_parallel_threads",
+                SimFlavor::MySql80 => "replica_parallel_workers",
+            };
+            v.insert(name.into(), "0".into());
+        }
+        v
+    }
+
+    /// Global status beyond the sample: the buffer pool's dump and load state.
+    pub fn status(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (
+                "innodb_buffer_pool_dump_status".to_string(),
+                "Dumping of buffer pool not started".to_string(),
+            ),
+            (
+                "innodb_buffer_pool_load_status".to_string(),
+                "Buffer pool(s) load completed at 240101  0:00:00".to_string(),
+            ),
+        ])
+    }
+
+    /// The lines of `SHOW ENGINE INNODB STATUS` the model can vouch for.
+    pub fn engine_innodb_status(&self) -> String {
+        let t = self.t_ms as f64 / 1000.0;
+        let views = self.open_views(t).count();
+        format!(
+            "------------\nTRANSACTIONS\n------------\nTrx id counter {}\nPurge done for trx's n:o < {} undo n:o < 0 state: running\nHistory list length {}\n{views} read views open inside InnoDB\n---\nLOG\n---\nLog sequence number {}\nLast checkpoint at {}\n",
+            self.commits as u64,
+            self.purged_total as u64,
+            self.history_len().max(0.0) as u64,
+            self.lsn as u64,
+            (self.lsn - self.ckpt_age) as u64,
+        )
     }
 
     /// `SET GLOBAL knob = value` with the server's bounds and cross-checks, returning
@@ -1037,6 +1160,23 @@ impl SimServer {
         SimServer(Arc::new(Mutex::new(model)))
     }
 
+    /// A server of `flavor` running `scenario` (realized for `seed`) from the knob
+    /// values that flavor starts with: what the one-shot commands are tested against.
+    pub fn for_scenario(scenario: &Scenario, flavor: SimFlavor, seed: u64) -> Self {
+        let sc = scenario.realize(seed);
+        let startup = sc.startup_knobs(flavor);
+        SimServer::new(Model::new(&sc, flavor, startup, seed))
+    }
+
+    /// Advances `secs` seconds of virtual time without sampling (a scenario's start
+    /// the commands are not meant to see).
+    pub fn advance(&self, secs: u64) {
+        let mut m = self.model();
+        for _ in 0..secs {
+            m.advance_second();
+        }
+    }
+
     /// The model, for the runner (never held across an await).
     pub fn model(&self) -> MutexGuard<'_, Model> {
         // A panic while holding the lock leaves a model mid-step: still readable.
@@ -1062,6 +1202,99 @@ impl Server for SimServer {
 
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.model().set_knob(knob, value)
+    }
+
+    async fn read_globals(
+        &mut self,
+        which: Globals,
+        names: &[&'static str],
+    ) -> Result<BTreeMap<String, String>, ServerError> {
+        let m = self.model();
+        let all = match which {
+            Globals::Variables => m.variables(),
+            Globals::Status => m.status(),
+        };
+        Ok(names
+            .iter()
+            .filter_map(|n| {
+                let key = n.to_ascii_lowercase();
+                all.get(&key).map(|v| (key, v.clone()))
+            })
+            .collect())
+    }
+
+    async fn session(
+        &mut self,
+        thread_id: u64,
+        max_chars: u32,
+    ) -> Result<Option<SessionInfo>, ServerError> {
+        Ok(self.model().session(thread_id, max_chars))
+    }
+
+    async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
+        Ok(self.model().engine_innodb_status())
+    }
+
+    /// MariaDB only, as on the servers. The model's time moves only when it is sampled,
+    /// so the wait sees history change as the caller's progress samples advance it;
+    /// it looks every 100 ms of (tokio) time and gives up after `limit`.
+    async fn wait_for_history_at_most(
+        &mut self,
+        target: u32,
+        limit: Duration,
+    ) -> Result<HistoryWait, ServerError> {
+        let session_id = {
+            let mut m = self.model();
+            if m.flavor != SimFlavor::MariaDb1011 {
+                return Err(ServerError::Unsupported {
+                    what: "waiting for purge (innodb_max_purge_lag_wait)",
+                    server: "the simulated MySQL",
+                });
+            }
+            let id = m.next_wait_session;
+            m.next_wait_session += 1;
+            m.wait_sessions.insert(id);
+            id
+        };
+        let server = self.clone();
+        let done = Box::pin(async move {
+            let what = "waiting for purge (SET GLOBAL innodb_max_purge_lag_wait)";
+            let deadline = tokio::time::Instant::now() + limit;
+            loop {
+                {
+                    let mut m = server.model();
+                    if !m.wait_sessions.contains(&session_id) {
+                        return Err(ServerError::Query {
+                            what,
+                            message: "Query execution was interrupted".into(),
+                        });
+                    }
+                    if m.history_len().max(0.0) as u64 <= u64::from(target) {
+                        m.wait_sessions.remove(&session_id);
+                        return Ok(());
+                    }
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    server.model().wait_sessions.remove(&session_id);
+                    return Err(ServerError::Timeout { what, after: limit });
+                }
+                tokio::time::sleep(WAIT_CHECK).await;
+            }
+        });
+        Ok(HistoryWait { session_id, done })
+    }
+
+    /// Stops a purge wait; any other id is unknown here, as a finished session is on a
+    /// server.
+    async fn kill_query(&mut self, session_id: u64) -> Result<(), ServerError> {
+        if self.model().wait_sessions.remove(&session_id) {
+            Ok(())
+        } else {
+            Err(ServerError::Query {
+                what: "stopping the purge wait (KILL QUERY)",
+                message: format!("Unknown thread id: {session_id}"),
+            })
+        }
     }
 }
 
