@@ -163,6 +163,44 @@ impl Default for Config {
     }
 }
 
+/// Settings given on the command line (`run --interval 30s`, …). They are merged into
+/// the file's raw form before validation, so every rule across keys holds whatever the
+/// source of each value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `sampler.interval`.
+    pub interval: Option<Duration>,
+    /// `control.dry_run = true` (the command line can only ask for dry-run).
+    pub dry_run: bool,
+    /// `audit.path`.
+    pub audit: Option<PathBuf>,
+    /// `control.state_file`.
+    pub state_file: Option<PathBuf>,
+    /// `http.listen`; it also turns the endpoints on.
+    pub listen: Option<String>,
+}
+
+impl Overrides {
+    fn merge(&self, raw: &mut Raw) {
+        if let Some(i) = self.interval {
+            raw.sampler.interval = Some(i);
+        }
+        if self.dry_run {
+            raw.control.dry_run = Some(true);
+        }
+        if let Some(p) = &self.audit {
+            raw.audit.path = Some(p.clone());
+        }
+        if let Some(p) = &self.state_file {
+            raw.control.state_file = Some(p.clone());
+        }
+        if let Some(l) = &self.listen {
+            raw.http.listen = Some(l.clone());
+            raw.http.enabled = Some(true);
+        }
+    }
+}
+
 /// Defaults per knob: ranges a DBA would accept without thinking twice; redo resizing
 /// is opt-in.
 pub fn default_limits(knob: Knob) -> KnobLimits {
@@ -277,11 +315,21 @@ struct RawKnob {
 impl Config {
     /// Reads and validates a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(Some(path), &Overrides::default())
+    }
+
+    /// The file (or, without one, the built-in defaults) with the command line's
+    /// settings on top, validated together.
+    pub fn load_with(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Config::validate("", "command line", &Registry::standard(), overrides);
+        };
         let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        Config::parse(&src, &path.display().to_string())
+        let shown = path.display().to_string();
+        Config::validate(&src, &shown, &Registry::standard(), overrides)
     }
 
     /// Validates TOML text; `path` is used in messages only.
@@ -291,7 +339,17 @@ impl Config {
 
     /// Like [`Config::parse`], with the `[policy.*]` sections of `registry`'s policies.
     pub fn parse_with(src: &str, path: &str, registry: &Registry) -> Result<Config, ConfigError> {
-        let raw: Raw = toml::from_str(src).map_err(|e| parse_error(src, path, &e))?;
+        Config::validate(src, path, registry, &Overrides::default())
+    }
+
+    fn validate(
+        src: &str,
+        path: &str,
+        registry: &Registry,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut raw: Raw = toml::from_str(src).map_err(|e| parse_error(src, path, &e))?;
+        overrides.merge(&mut raw);
         let cx = Ctx { path, src };
         let d = Config::default();
         let secs = Duration::from_secs;
@@ -344,14 +402,24 @@ impl Config {
             secs(1),
             secs(3600),
         )?;
+        // Both checks against the interval say where it came from when the command
+        // line set it: the file alone may look fine.
+        let twice_interval = format!(
+            "must be at least twice sampler.interval ({}){}",
+            humantime::format_duration(interval * 2),
+            match overrides.interval {
+                Some(i) => format!(
+                    ", and --interval sets sampler.interval to {}",
+                    humantime::format_duration(i)
+                ),
+                None => String::new(),
+            }
+        );
         if window < interval * 2 {
             return Err(cx.section("sampler").invalid(
                 "window",
                 format!("\"{}\"", humantime::format_duration(window)),
-                format!(
-                    "must be at least twice sampler.interval ({})",
-                    humantime::format_duration(interval * 2)
-                ),
+                twice_interval,
             ));
         }
         if server.query_timeout * 3 > interval.max(secs(1)) * 10 {
@@ -471,10 +539,7 @@ impl Config {
             return Err(cx.section("http").invalid(
                 "stale_after",
                 format!("\"{}\"", humantime::format_duration(http.stale_after)),
-                format!(
-                    "must be at least twice sampler.interval ({})",
-                    humantime::format_duration(interval * 2)
-                ),
+                twice_interval,
             ));
         }
 
@@ -652,6 +717,37 @@ mod tests {
         );
         let e = err("[policy]\nflush = 3\n");
         assert!(e.contains("test.toml:2"), "{e}");
+    }
+
+    #[test]
+    fn command_line_settings_are_validated_with_the_file() {
+        let o = Overrides {
+            interval: Some(Duration::from_secs(30)),
+            ..Overrides::default()
+        };
+        let e = Config::load_with(None, &o).unwrap_err().to_string();
+        assert!(
+            e.contains("`sampler.window` = \"10s\"")
+                && e.contains("twice sampler.interval (1m)")
+                && e.contains("--interval sets sampler.interval to 30s"),
+            "{e}"
+        );
+        let o = Overrides {
+            interval: Some(Duration::from_secs(2)),
+            dry_run: true,
+            audit: Some("-".into()),
+            state_file: Some("/tmp/s.json".into()),
+            listen: Some("127.0.0.1:1".into()),
+        };
+        let c = Config::load_with(None, &o).unwrap();
+        assert_eq!(c.sampler.interval, Duration::from_secs(2));
+        assert!(c.control.dry_run && c.audit.is_stdout() && c.http.enabled);
+        assert_eq!(c.http.listen, "127.0.0.1:1");
+        assert_eq!(c.control.state_file, Path::new("/tmp/s.json"));
+        assert_eq!(
+            Config::load_with(None, &Overrides::default()).unwrap(),
+            Config::default()
+        );
     }
 
     #[test]
