@@ -1,7 +1,10 @@
 //! The arbiter: one value per knob per tick. `Act` beats `Release`; among `Act`
-//! proposals the policy of highest priority (lowest [`PolicyId::priority`], then lowest
-//! [`PolicyId::tie_break`]) wins: avoid sync flush > protect the foreground > reduce
-//! debt > save I/O. The losers are kept so the audit log can say what lost.
+//! proposals the policy of highest priority (lowest [`PolicyId::priority`], then
+//! lowest [`PolicyId::tie_break`]) wins: avoid sync flush > protect the foreground >
+//! reduce debt > save I/O. The losers are kept so the audit log can say what lost.
+//!
+//! [`PolicyId::priority`]: super::PolicyId::priority
+//! [`PolicyId::tie_break`]: super::PolicyId::tie_break
 
 use std::collections::BTreeMap;
 

@@ -57,7 +57,7 @@ macro_rules! standard_policies {
         }
 
         impl Registry {
-            /// The standard policies, as listed in [`standard_policies!`].
+            /// The standard policies, as listed in `standard_policies!`.
             pub fn standard() -> Registry {
                 Registry::empty()$(.with::<$kind>($p, $t))*
             }
