@@ -1,5 +1,8 @@
-//! Configuration: raw TOML (`deny_unknown_fields`) is validated once into a typed
-//! [`Config`]; every error names the key, the line in the file and the allowed range.
+//! Configuration: raw TOML (`deny_unknown_fields`) and the command line's settings
+//! ([`Overrides`], merged first) are validated once into a typed [`Config`]; every
+//! error names the key, the line in the file and the allowed range. This file owns the
+//! general sections; each `[policy.NAME]` section belongs to its policy's file, found
+//! through [`crate::policy::registry`]; [`check`] is the kit both validate with.
 //! `config/innopilot.toml` documents every key, and a test checks that loading it gives
 //! exactly [`Config::default()`], so the shipped file and the code cannot drift apart.
 
