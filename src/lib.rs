@@ -7,14 +7,16 @@
 //! Modules follow the data path, each using only what stands above it:
 //! server → signals → policy → control → commands and outputs.
 //!
-//! - [`config`]: raw TOML and command-line overrides → one validated [`config::Config`].
+//! - [`config`]: raw TOML and command-line overrides → one validated [`config::Config`];
+//!   [`config::check`] is the validation kit each section (a policy's too) checks with.
 //! - [`server`]: what a server *is and returns*: the [`server::Server`] trait (the one
 //!   seam), the knob allowlist, errors, [`server::sample::Sample`] and its row parsing,
 //!   flavor and capabilities, DSNs and connecting, the live sqlx server, recordings.
 //! - [`signals`]: what is *derived* from samples: windows, rates, trends, restart
 //!   detection, and the purge estimate (purgeable vs blocked, who blocks).
-//! - [`policy`]: pure policies (signals → proposals), the registry that lists them, the
-//!   arbiter, and the servers' own formulas ([`policy::server_model`]).
+//! - [`policy`]: pure policies (signals → proposals), each one file with its config
+//!   section; [`policy::registry`] lists and ranks them; the arbiter; the servers' own
+//!   formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
 //!   audit log, and the loop that performs plans (tick → typed report).
 //! - [`commands`]: `status`, `watch` (its loop is `record`'s), `diagnose`, `drain`, `replay`.

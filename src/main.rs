@@ -1,7 +1,7 @@
 //! The `innopilot` binary: parse the command line, set up logging, dispatch. All logic
 //! lives in the library; `anyhow` is used here only.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use innopilot::commands::diagnose;
 use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::commands::status;
 use innopilot::commands::watch::WatchOptions;
-use innopilot::config::{Config, ConfigError};
+use innopilot::config::{Config, ConfigError, Overrides};
 use innopilot::control::audit::{AuditLog, Mode};
 use innopilot::control::state::StateStore;
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
@@ -168,40 +168,12 @@ async fn shutdown_signal() -> String {
     }
 }
 
-/// What `run`'s command line overrides in the configuration; applied again to a
-/// configuration reloaded on SIGHUP.
-#[derive(Debug, Clone, Default)]
-struct RunOverrides {
-    audit: Option<PathBuf>,
-    state_file: Option<PathBuf>,
-    interval: Option<Duration>,
-    listen: Option<String>,
-}
-
-impl RunOverrides {
-    fn apply(&self, config: &mut Config) {
-        if let Some(p) = &self.audit {
-            config.audit.path = p.clone();
-        }
-        if let Some(p) = &self.state_file {
-            config.control.state_file = p.clone();
-        }
-        if let Some(i) = self.interval {
-            config.sampler.interval = i;
-        }
-        if let Some(l) = &self.listen {
-            config.http.listen = l.clone();
-            config.http.enabled = true;
-        }
-    }
-}
-
 /// Re-reads the configuration file on every SIGHUP and hands the result (or why it
 /// was refused) to the loop, which applies it between ticks.
 async fn reload_on_sighup(
     mut hup: tokio::signal::unix::Signal,
     path: Option<PathBuf>,
-    overrides: RunOverrides,
+    overrides: Overrides,
     tx: tokio::sync::mpsc::UnboundedSender<Reload>,
 ) {
     while hup.recv().await.is_some() {
@@ -213,14 +185,11 @@ async fn reload_on_sighup(
             Some(p) => {
                 let source = p.display().to_string();
                 tracing::info!(file = %source, "SIGHUP: re-reading the configuration");
-                match Config::load(p) {
-                    Ok(mut c) => {
-                        overrides.apply(&mut c);
-                        Reload::Apply {
-                            config: Box::new(c),
-                            source,
-                        }
-                    }
+                match Config::load_with(Some(p), &overrides) {
+                    Ok(c) => Reload::Apply {
+                        config: Box::new(c),
+                        source,
+                    },
                     Err(e) => Reload::Rejected {
                         source,
                         error: e.to_string(),
@@ -234,29 +203,19 @@ async fn reload_on_sighup(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// `config` was validated with `overrides` (the command line's settings), which are
+/// applied again to a configuration reloaded on SIGHUP.
 async fn run_controller(
     cli: &Cli,
-    mut config: Config,
-    dry_run: bool,
-    audit_path: Option<&std::path::Path>,
-    state_file: Option<&std::path::Path>,
-    interval: Option<Duration>,
-    listen: Option<&str>,
+    config: Config,
+    overrides: Overrides,
     wait_for: Option<Duration>,
     record: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     // Installed first: SIGHUP's default action would end the process.
     let hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
-    let dry_run = dry_run || config.control.dry_run;
-    let overrides = RunOverrides {
-        audit: audit_path.map(Path::to_path_buf),
-        state_file: state_file.map(Path::to_path_buf),
-        interval,
-        listen: listen.map(str::to_string),
-    };
-    overrides.apply(&mut config);
+    let dry_run = config.control.dry_run;
     let (snapshot_tx, snapshot_rx) = tokio::sync::watch::channel(Arc::new(Snapshot {
         dry_run,
         interval: config.sampler.interval,
@@ -278,7 +237,7 @@ async fn run_controller(
                     config.http.stale_after,
                 ))
             }
-            Err(e) if listen.is_some() => return Err(e.into()),
+            Err(e) if overrides.listen.is_some() => return Err(e.into()),
             Err(e) => {
                 tracing::error!("{e}; running without the HTTP endpoints");
                 None
@@ -343,7 +302,7 @@ async fn supervise<S: innopilot::server::Server>(
     reload: (
         tokio::signal::unix::Signal,
         Option<std::path::PathBuf>,
-        RunOverrides,
+        Overrides,
     ),
 ) -> anyhow::Result<()> {
     let (hup, config_path, overrides) = reload;
@@ -532,19 +491,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             wait_for_server,
             record,
         } => {
-            let config = load_config(&cli)?;
-            run_controller(
-                &cli,
-                config,
-                *dry_run,
-                audit.as_deref(),
-                state_file.as_deref(),
-                *interval,
-                listen.as_deref(),
-                *wait_for_server,
-                record.as_deref(),
-            )
-            .await
+            let overrides = Overrides {
+                interval: *interval,
+                dry_run: *dry_run,
+                audit: audit.clone(),
+                state_file: state_file.clone(),
+                listen: listen.clone(),
+            };
+            let config = Config::load_with(cli.global.config.as_deref(), &overrides)?;
+            run_controller(&cli, config, overrides, *wait_for_server, record.as_deref()).await
         }
         Command::Drain {
             target,

@@ -156,3 +156,22 @@ fn unknown_versions_are_observed_but_never_changed() {
         }
     }
 }
+
+#[test]
+fn command_line_settings_are_validated_with_the_configuration() {
+    // The default window (10 s) is not twice a 30 s interval: refused before anything
+    // connects, with both settings named.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_innopilot"))
+        .args(["run", "--dry-run", "--interval", "30s"])
+        .env_remove("INNOPILOT_DSN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sampler.window")
+            && err.contains("twice sampler.interval")
+            && err.contains("--interval"),
+        "{err}"
+    );
+}

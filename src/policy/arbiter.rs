@@ -1,7 +1,10 @@
 //! The arbiter: one value per knob per tick. `Act` beats `Release`; among `Act`
-//! proposals the policy of highest priority (lowest [`PolicyId::priority`]) wins:
-//! avoid sync flush > protect the foreground > reduce debt > save I/O. The losers are
-//! kept so the audit log can say what lost.
+//! proposals the policy of highest priority (lowest [`PolicyId::priority`], then
+//! lowest [`PolicyId::tie_break`]) wins: avoid sync flush > protect the foreground >
+//! reduce debt > save I/O. The losers are kept so the audit log can say what lost.
+//!
+//! [`PolicyId::priority`]: super::PolicyId::priority
+//! [`PolicyId::tie_break`]: super::PolicyId::tie_break
 
 use std::collections::BTreeMap;
 
@@ -17,12 +20,12 @@ pub struct Decision {
     pub losers: Vec<Proposal>,
 }
 
-fn rank(p: &Proposal) -> (u8, u8) {
+fn rank(p: &Proposal) -> (u8, u8, u8) {
     let intent = match p.intent {
         Intent::Act => 0,
         Intent::Release => 1,
     };
-    (intent, p.policy.priority())
+    (intent, p.policy.priority(), p.policy.tie_break())
 }
 
 /// Picks one proposal per knob. Stable: among equals, the first proposed wins.
@@ -49,6 +52,7 @@ pub fn arbitrate(proposals: Vec<Proposal>) -> BTreeMap<Knob, Decision> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::registry::Registry;
     use crate::policy::PolicyId;
 
     fn p(policy: PolicyId, knob: Knob, value: u64, intent: Intent) -> Proposal {
@@ -63,21 +67,13 @@ mod tests {
 
     #[test]
     fn priority_and_intent() {
+        let ids = Registry::standard();
+        let (purge_rate, watermark) = (ids.id("purge_rate").unwrap(), ids.id("watermark").unwrap());
         let out = arbitrate(vec![
-            p(PolicyId::PurgeRate, Knob::PurgeThreads, 8, Intent::Act),
-            p(PolicyId::Watermark, Knob::PurgeThreads, 2, Intent::Act),
-            p(
-                PolicyId::Watermark,
-                Knob::MaxPurgeLagDelay,
-                0,
-                Intent::Release,
-            ),
-            p(
-                PolicyId::PurgeRate,
-                Knob::MaxPurgeLagDelay,
-                3000,
-                Intent::Act,
-            ),
+            p(purge_rate, Knob::PurgeThreads, 8, Intent::Act),
+            p(watermark, Knob::PurgeThreads, 2, Intent::Act),
+            p(watermark, Knob::MaxPurgeLagDelay, 0, Intent::Release),
+            p(purge_rate, Knob::MaxPurgeLagDelay, 3000, Intent::Act),
         ]);
         assert_eq!(out[&Knob::PurgeThreads].winner.value, 2);
         assert_eq!(out[&Knob::PurgeThreads].losers.len(), 1);

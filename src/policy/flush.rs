@@ -41,7 +41,7 @@
 //!   of their row rate at the row time measured ([`small_delay_us`]; both servers
 //!   sleep once per row changed, so 1 ms on a 90 µs row is a 12× brake), through the
 //!   purge-lag pair, as
-//!   [`PolicyId::Flush`] (it outranks every other policy). It stays on at least 30 s
+//!   the flush policy (the registry ranks it above every other policy). It stays on at least 30 s
 //!   and until the fill is back under `target_fill_pct`. The pair is
 //!   chosen once per episode, at its start, so that history then gives the full
 //!   delay; it is held, not re-targeted every tick (one pair of SETs per episode: as
@@ -68,9 +68,14 @@
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::registry::PolicyKind;
 use super::server_model::{dml_delay_us, lag_for_delay, row_time_us, small_delay_us};
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
-use crate::config::FlushConfig;
+use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::Signals;
 
@@ -152,6 +157,8 @@ fn pct(x: f64) -> String {
 
 /// The flush and redo-headroom policy. See the module documentation.
 pub struct Flush {
+    /// Name and rank, as the registry gave them ([`PolicyId::unranked`] until then).
+    id: PolicyId,
     cfg: FlushConfig,
     state: State,
 }
@@ -159,6 +166,7 @@ pub struct Flush {
 impl Flush {
     pub fn new(cfg: FlushConfig) -> Self {
         Flush {
+            id: PolicyId::unranked(<Self as PolicyKind>::NAME),
             cfg,
             state: State::default(),
         }
@@ -171,7 +179,7 @@ impl Flush {
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
         Proposal {
-            policy: PolicyId::Flush,
+            policy: self.id,
             knob,
             value,
             intent,
@@ -664,7 +672,7 @@ impl Flush {
 
 impl Policy for Flush {
     fn id(&self) -> PolicyId {
-        PolicyId::Flush
+        self.id
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
@@ -702,6 +710,262 @@ impl Policy for Flush {
             device,
             ..State::default()
         };
+    }
+}
+
+// ---- configuration: `[policy.flush]` -------------------------------------------
+
+/// Flushing and redo headroom (seed 001, `crate::policy::flush`): keeps checkpoint age
+/// under a target share of the sync-flush point by raising innodb_io_capacity ahead of
+/// need, within what the device has shown it can do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlushConfig {
+    pub enabled: bool,
+    /// Keep redo fill (and its projection `lookahead` ahead) under this, % of the sync point.
+    pub target_fill_pct: f64,
+    /// Below this fill, with fill not rising, io_capacity goes back toward its baseline.
+    pub idle_fill_pct: f64,
+    /// How far ahead the fill trend is projected.
+    pub lookahead: Duration,
+    /// A projection alone (fill itself under the target) must reach the target for
+    /// this long before io_capacity is raised: a warm-up ramp is not a peak.
+    pub projection_persist: Duration,
+    /// io_capacity is multiplied by this when more flushing is needed …
+    pub raise_factor: f64,
+    /// … and by this when idle (never below the baseline).
+    pub lower_factor: f64,
+    /// Never propose io_capacity above this × the best flush rate the device has shown.
+    pub device_headroom: f64,
+    /// innodb_io_capacity_max = this × innodb_io_capacity (never below its baseline).
+    pub capacity_max_ratio: f64,
+    /// Last resort: above this fill, with flushing at its ceiling and fill still rising,
+    /// a small DML delay instead of a stall.
+    pub last_resort_fill_pct: f64,
+    pub last_resort_delay_us: u64,
+    /// The last-resort delay costs users at most this share of their row rate, at the
+    /// row time measured (a cap on top of `last_resort_delay_us`).
+    pub last_resort_max_slowdown_pct: f64,
+    /// Opt-in: grow the redo log at sustained peaks, shrink it back when quiet.
+    pub redo_resize: bool,
+    pub redo_grow_fill_pct: f64,
+    pub redo_grow_after: Duration,
+    pub redo_shrink_fill_pct: f64,
+    pub redo_shrink_after: Duration,
+    /// Disk budget: the redo log never grows beyond this.
+    pub redo_max_bytes: u64,
+    /// Crash recovery should take at most about this long (bounds the redo size).
+    pub recovery_time_budget: Duration,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        FlushConfig {
+            enabled: true,
+            target_fill_pct: 75.0,
+            idle_fill_pct: 30.0,
+            lookahead: Duration::from_secs(30),
+            projection_persist: Duration::from_secs(10),
+            raise_factor: 1.5,
+            lower_factor: 0.8,
+            device_headroom: 2.0,
+            capacity_max_ratio: 2.0,
+            last_resort_fill_pct: 95.0,
+            last_resort_delay_us: 1_000,
+            last_resort_max_slowdown_pct: 20.0,
+            redo_resize: false,
+            redo_grow_fill_pct: 80.0,
+            redo_grow_after: Duration::from_secs(120),
+            redo_shrink_fill_pct: 25.0,
+            redo_shrink_after: Duration::from_secs(1800),
+            redo_max_bytes: 4 << 30,
+            recovery_time_budget: Duration::from_secs(300),
+        }
+    }
+}
+
+/// `[policy.flush]` as the file says it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlush {
+    enabled: Option<bool>,
+    target_fill_pct: Option<f64>,
+    idle_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    lookahead: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    projection_persist: Option<Duration>,
+    raise_factor: Option<f64>,
+    lower_factor: Option<f64>,
+    device_headroom: Option<f64>,
+    capacity_max_ratio: Option<f64>,
+    last_resort_fill_pct: Option<f64>,
+    last_resort_delay_us: Option<i64>,
+    last_resort_max_slowdown_pct: Option<f64>,
+    redo_resize: Option<bool>,
+    redo_grow_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    redo_grow_after: Option<Duration>,
+    redo_shrink_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    redo_shrink_after: Option<Duration>,
+    redo_max_size: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    recovery_time_budget: Option<Duration>,
+}
+
+impl PolicyKind for Flush {
+    const NAME: &'static str = "flush";
+    type Config = FlushConfig;
+    type Raw = RawFlush;
+
+    fn validate(r: RawFlush, s: &Section<'_>) -> Result<FlushConfig, ConfigError> {
+        let d = &FlushConfig::default();
+        let secs = Duration::from_secs;
+        let f = FlushConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            target_fill_pct: s.float(
+                "target_fill_pct",
+                r.target_fill_pct,
+                d.target_fill_pct,
+                5.0,
+                100.0,
+            )?,
+            idle_fill_pct: s.float(
+                "idle_fill_pct",
+                r.idle_fill_pct,
+                d.idle_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            lookahead: s.duration(
+                "lookahead",
+                r.lookahead,
+                d.lookahead,
+                Duration::ZERO,
+                secs(600),
+            )?,
+            projection_persist: s.duration(
+                "projection_persist",
+                r.projection_persist,
+                d.projection_persist,
+                Duration::ZERO,
+                secs(600),
+            )?,
+            raise_factor: s.float("raise_factor", r.raise_factor, d.raise_factor, 1.05, 4.0)?,
+            lower_factor: s.float("lower_factor", r.lower_factor, d.lower_factor, 0.1, 0.99)?,
+            device_headroom: s.float(
+                "device_headroom",
+                r.device_headroom,
+                d.device_headroom,
+                1.0,
+                10.0,
+            )?,
+            capacity_max_ratio: s.float(
+                "capacity_max_ratio",
+                r.capacity_max_ratio,
+                d.capacity_max_ratio,
+                1.0,
+                10.0,
+            )?,
+            last_resort_fill_pct: s.float(
+                "last_resort_fill_pct",
+                r.last_resort_fill_pct,
+                d.last_resort_fill_pct,
+                0.0,
+                150.0,
+            )?,
+            last_resort_delay_us: s.int(
+                "last_resort_delay_us",
+                r.last_resort_delay_us,
+                d.last_resort_delay_us,
+                0,
+                100_000,
+            )?,
+            last_resort_max_slowdown_pct: s.float(
+                "last_resort_max_slowdown_pct",
+                r.last_resort_max_slowdown_pct,
+                d.last_resort_max_slowdown_pct,
+                1.0,
+                90.0,
+            )?,
+            redo_resize: r.redo_resize.unwrap_or(d.redo_resize),
+            redo_grow_fill_pct: s.float(
+                "redo_grow_fill_pct",
+                r.redo_grow_fill_pct,
+                d.redo_grow_fill_pct,
+                0.0,
+                150.0,
+            )?,
+            redo_grow_after: s.duration(
+                "redo_grow_after",
+                r.redo_grow_after,
+                d.redo_grow_after,
+                Duration::ZERO,
+                secs(86_400),
+            )?,
+            redo_shrink_fill_pct: s.float(
+                "redo_shrink_fill_pct",
+                r.redo_shrink_fill_pct,
+                d.redo_shrink_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            redo_shrink_after: s.duration(
+                "redo_shrink_after",
+                r.redo_shrink_after,
+                d.redo_shrink_after,
+                Duration::ZERO,
+                secs(7 * 86_400),
+            )?,
+            redo_max_bytes: s.size(
+                "redo_max_size",
+                r.redo_max_size,
+                d.redo_max_bytes,
+                8 << 20,
+                512 << 30,
+            )?,
+            recovery_time_budget: s.duration(
+                "recovery_time_budget",
+                r.recovery_time_budget,
+                d.recovery_time_budget,
+                secs(1),
+                secs(86_400),
+            )?,
+        };
+        let order = [
+            (
+                "target_fill_pct",
+                f.target_fill_pct,
+                "idle_fill_pct",
+                f.idle_fill_pct,
+            ),
+            (
+                "last_resort_fill_pct",
+                f.last_resort_fill_pct,
+                "target_fill_pct",
+                f.target_fill_pct,
+            ),
+            (
+                "redo_grow_fill_pct",
+                f.redo_grow_fill_pct,
+                "redo_shrink_fill_pct",
+                f.redo_shrink_fill_pct,
+            ),
+        ];
+        for (key, v, below, w) in order {
+            if v <= w {
+                return Err(s.invalid(key, v, format!("must exceed {s}.{below} ({w})")));
+            }
+        }
+        Ok(f)
+    }
+
+    fn build(cfg: &FlushConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
+        cfg.enabled.then(|| {
+            let mut p = Flush::new(cfg.clone());
+            p.id = id;
+            Box::new(p) as Box<dyn Policy>
+        })
     }
 }
 
@@ -1029,7 +1293,7 @@ mod tests {
         let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
         assert_eq!(
             (d.value, d.intent, d.policy),
-            (1000, Intent::Act, PolicyId::Flush)
+            (1000, Intent::Act, PolicyId::unranked(Flush::NAME))
         );
         assert!(
             d.reason.contains("a small DML delay instead of a stall"),

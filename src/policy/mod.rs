@@ -3,11 +3,14 @@
 //! same against a live server, the simulator and synthetic test sequences.
 //!
 //! Each tick every enabled policy returns [`Proposal`]s; the [`arbiter`] keeps one per
-//! knob, then the guard bounds it and the actuator applies it.
+//! knob, then the guard bounds it and the actuator applies it. A policy is one file:
+//! its logic, its `[policy.NAME]` section and a [`registry::PolicyKind`] impl; the
+//! [`registry`] lists the policies and ranks them.
 
 pub mod arbiter;
 pub mod flush;
 pub mod purge_rate;
+pub mod registry;
 pub mod replica;
 pub mod server_model;
 pub mod undo;
@@ -18,43 +21,63 @@ use serde::Serialize;
 use crate::server::{Capabilities, Knob, KnobValues};
 use crate::signals::Signals;
 
-/// Who proposed, for the audit log and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PolicyId {
-    /// Avoid the sync-flush cliff (flush and redo headroom).
-    Flush,
-    /// Protect the foreground from purge's redo (MariaDB 10.6.5 watermark buckets).
-    Watermark,
-    /// Protect a replica's applier from purge (replica lag, seed 004): foreground
-    /// protection, ranked with the watermark policy.
-    Replica,
-    /// Reduce purge debt at a controlled rate.
-    PurgeRate,
-    /// Keep undo tablespaces in check.
-    Undo,
+/// Who proposed, for the audit log and metrics, and how much their word weighs in the
+/// arbiter. The [`registry`] gives each policy its rank; identity is the name alone.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyId {
+    name: &'static str,
+    priority: u8,
+    tie_break: u8,
 }
 
 impl PolicyId {
-    /// Lower wins in the arbiter: avoid sync flush > protect the foreground > reduce
-    /// debt > save I/O.
-    pub const fn priority(self) -> u8 {
-        match self {
-            PolicyId::Flush => 0,
-            PolicyId::Watermark | PolicyId::Replica => 1,
-            PolicyId::PurgeRate => 2,
-            PolicyId::Undo => 3,
+    /// `priority`: lower wins in the arbiter (avoid sync flush > protect the foreground
+    /// > reduce debt > save I/O); `tie_break`: lower wins among equal priorities.
+    pub const fn new(name: &'static str, priority: u8, tie_break: u8) -> Self {
+        PolicyId {
+            name,
+            priority,
+            tie_break,
         }
     }
 
+    /// A policy built outside a registry (a policy's own tests): it ranks last.
+    pub const fn unranked(name: &'static str) -> Self {
+        PolicyId::new(name, u8::MAX, u8::MAX)
+    }
+
     pub const fn name(self) -> &'static str {
-        match self {
-            PolicyId::Flush => "flush",
-            PolicyId::Watermark => "watermark",
-            PolicyId::Replica => "replica",
-            PolicyId::PurgeRate => "purge_rate",
-            PolicyId::Undo => "undo",
-        }
+        self.name
+    }
+
+    pub const fn priority(self) -> u8 {
+        self.priority
+    }
+
+    pub const fn tie_break(self) -> u8 {
+        self.tie_break
+    }
+}
+
+// By name: a policy built by its own tests (unranked) is the same policy as the one
+// the registry ranks.
+impl PartialEq for PolicyId {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PolicyId {}
+
+impl std::hash::Hash for PolicyId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl Serialize for PolicyId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name)
     }
 }
 
@@ -91,25 +114,10 @@ pub struct PolicyInput<'a> {
     pub baseline: &'a KnobValues,
 }
 
-/// The enabled policies, in arbiter priority order. The controller calls this at start
-/// and on a config reload; adding a policy means adding it here.
-pub fn build(cfg: &crate::config::PolicyConfig) -> Vec<Box<dyn Policy>> {
-    // The replica-lag policy first: when both foreground protections act on purge
-    // threads the first proposal wins, and it is the one that asks for fewer.
-    let mut out: Vec<Box<dyn Policy>> = replica::build(&cfg.replica).into_iter().collect();
-    if cfg.flush.enabled {
-        out.push(Box::new(flush::Flush::new(cfg.flush.clone())));
-    }
-    if cfg.watermark.enabled {
-        out.push(Box::new(watermark::Watermark::new(cfg.watermark.clone())));
-    }
-    if cfg.purge_rate.enabled {
-        out.push(Box::new(purge_rate::PurgeRate::new(cfg.purge_rate.clone())));
-    }
-    if cfg.undo.enabled {
-        out.push(Box::new(undo::Undo::new(cfg.undo.clone())));
-    }
-    out
+/// The enabled policies of the registry `cfg` was validated with, in its order. The
+/// controller calls this at start and on a config reload.
+pub fn build(cfg: &registry::PolicyConfig) -> Vec<Box<dyn Policy>> {
+    cfg.registry().build(cfg)
 }
 
 /// "purge thread" or "purge threads", for reasons in words.

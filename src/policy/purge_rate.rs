@@ -72,10 +72,15 @@
 //! up while users are few (added threads stay). Once P is under [`RELEASE_SHARE`] of
 //! its budget with no thread added and no delay, everything is handed back.
 
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::registry::PolicyKind;
 use super::server_model::{dml_delay_us, lag_for_delay};
 use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
-use crate::config::PurgeRateConfig;
+use crate::config::check::{ConfigError, Section};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues};
 use crate::signals::purge::{estimate, Culprit, PurgeEstimate};
 use crate::signals::Signals;
@@ -205,6 +210,8 @@ fn rate(x: f64) -> String {
 
 /// The rate-based purge controller. See the module documentation.
 pub struct PurgeRate {
+    /// Name and rank, as the registry gave them ([`PolicyId::unranked`] until then).
+    id: PolicyId,
     cfg: PurgeRateConfig,
     state: State,
 }
@@ -212,6 +219,7 @@ pub struct PurgeRate {
 impl PurgeRate {
     pub fn new(cfg: PurgeRateConfig) -> Self {
         PurgeRate {
+            id: PolicyId::unranked(<Self as PolicyKind>::NAME),
             cfg,
             state: State::default(),
         }
@@ -229,7 +237,7 @@ impl PurgeRate {
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
         Proposal {
-            policy: PolicyId::PurgeRate,
+            policy: self.id,
             knob,
             value,
             intent,
@@ -465,7 +473,7 @@ impl PurgeRate {
 
 impl Policy for PurgeRate {
     fn id(&self) -> PolicyId {
-        PolicyId::PurgeRate
+        self.id
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
@@ -736,6 +744,167 @@ impl Policy for PurgeRate {
 
     fn reset(&mut self) {
         self.state = State::default();
+    }
+}
+
+// ---- configuration: `[policy.purge_rate]` -------------------------------------------
+
+/// Rate-based purge control (seed 000, `crate::policy::purge_rate`): keeps *purgeable*
+/// history shrinking gradually toward its budget with the least DML delay, and never
+/// delays DML for history a read view blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PurgeRateConfig {
+    pub enabled: bool,
+    /// Purgeable history (undo logs, as `Innodb_history_list_length` counts them)
+    /// tolerated before innopilot acts.
+    pub budget_records: u64,
+    /// Undo tablespace size above which the records budget shrinks in proportion
+    /// (at most 4×); 0 = ignore undo size.
+    pub budget_undo_bytes: u64,
+    /// The excess over budget should drain over this long: the target history
+    /// derivative is −excess / drain_horizon.
+    pub drain_horizon: Duration,
+    /// PID gains on the normalized rate error (dimensionless, per second, seconds).
+    pub kp: f64,
+    pub ki: f64,
+    pub kd: f64,
+    /// Largest DML delay proposed, µs per statement.
+    pub max_delay_us: u64,
+    /// The delay never pushes the DML rate more than this (%) below what it was
+    /// without delay: the users' cost is bounded, debt drains slower instead.
+    pub max_dml_slowdown_pct: f64,
+    /// Purge threads may be raised up to this where they are dynamic (MariaDB ≥ 10.7.1);
+    /// 0 = never raise them.
+    pub max_purge_threads: u64,
+    /// Purge threads are raised only while redo fill (% of the sync point) is below this.
+    pub threads_max_redo_fill_pct: f64,
+    /// Below this DML rate (rows/s) the load is quiet: delays are released and purge
+    /// catches up on its own.
+    pub quiet_dml_rate: f64,
+    /// A read view must be at least this old to count as blocking purge.
+    pub min_view_age: Duration,
+}
+
+impl Default for PurgeRateConfig {
+    fn default() -> Self {
+        PurgeRateConfig {
+            enabled: true,
+            budget_records: 500_000,
+            budget_undo_bytes: 4 << 30,
+            drain_horizon: Duration::from_secs(300),
+            kp: 0.3,
+            ki: 0.05,
+            kd: 0.0,
+            max_delay_us: 5_000,
+            max_dml_slowdown_pct: 20.0,
+            max_purge_threads: 8,
+            threads_max_redo_fill_pct: 20.0,
+            quiet_dml_rate: 100.0,
+            min_view_age: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[policy.purge_rate]` as the file says it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPurgeRate {
+    enabled: Option<bool>,
+    budget_records: Option<i64>,
+    budget_undo_size: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    drain_horizon: Option<Duration>,
+    kp: Option<f64>,
+    ki: Option<f64>,
+    kd: Option<f64>,
+    max_delay_us: Option<i64>,
+    max_dml_slowdown_pct: Option<f64>,
+    max_purge_threads: Option<i64>,
+    threads_max_redo_fill_pct: Option<f64>,
+    quiet_dml_rate: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    min_view_age: Option<Duration>,
+}
+
+impl PolicyKind for PurgeRate {
+    const NAME: &'static str = "purge_rate";
+    type Config = PurgeRateConfig;
+    type Raw = RawPurgeRate;
+
+    fn validate(r: RawPurgeRate, s: &Section<'_>) -> Result<PurgeRateConfig, ConfigError> {
+        let d = &PurgeRateConfig::default();
+        let secs = Duration::from_secs;
+        Ok(PurgeRateConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            budget_records: s.int(
+                "budget_records",
+                r.budget_records,
+                d.budget_records,
+                1,
+                4_294_967_295,
+            )?,
+            budget_undo_bytes: s.size(
+                "budget_undo_size",
+                r.budget_undo_size,
+                d.budget_undo_bytes,
+                0,
+                1 << 50,
+            )?,
+            drain_horizon: s.duration(
+                "drain_horizon",
+                r.drain_horizon,
+                d.drain_horizon,
+                secs(10),
+                secs(86_400),
+            )?,
+            kp: s.float("kp", r.kp, d.kp, 0.0, 10.0)?,
+            ki: s.float("ki", r.ki, d.ki, 0.0, 1.0)?,
+            kd: s.float("kd", r.kd, d.kd, 0.0, 100.0)?,
+            max_delay_us: s.int("max_delay_us", r.max_delay_us, d.max_delay_us, 1, 100_000)?,
+            max_dml_slowdown_pct: s.float(
+                "max_dml_slowdown_pct",
+                r.max_dml_slowdown_pct,
+                d.max_dml_slowdown_pct,
+                1.0,
+                90.0,
+            )?,
+            max_purge_threads: s.int(
+                "max_purge_threads",
+                r.max_purge_threads,
+                d.max_purge_threads,
+                0,
+                32,
+            )?,
+            threads_max_redo_fill_pct: s.float(
+                "threads_max_redo_fill_pct",
+                r.threads_max_redo_fill_pct,
+                d.threads_max_redo_fill_pct,
+                0.0,
+                100.0,
+            )?,
+            quiet_dml_rate: s.float(
+                "quiet_dml_rate",
+                r.quiet_dml_rate,
+                d.quiet_dml_rate,
+                0.0,
+                1e9,
+            )?,
+            min_view_age: s.duration(
+                "min_view_age",
+                r.min_view_age,
+                d.min_view_age,
+                Duration::ZERO,
+                secs(3600),
+            )?,
+        })
+    }
+
+    fn build(cfg: &PurgeRateConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
+        cfg.enabled.then(|| {
+            let mut p = PurgeRate::new(cfg.clone());
+            p.id = id;
+            Box::new(p) as Box<dyn Policy>
+        })
     }
 }
 

@@ -14,22 +14,23 @@
 //! holds the current state: a stopped applier is not a reason to stop throttling, nor
 //! to start.
 //!
-//! It is a foreground-protection policy, so it ranks with the watermark policy in the
-//! arbiter ([`ID`]); when both act on purge threads the first proposal wins and both
-//! ask for one thread in the cases that matter (high redo fill, high lag).
+//! It is a foreground-protection policy, so the registry ranks it with the watermark
+//! policy and lets it win their ties on purge threads; both ask for one thread in the
+//! cases that matter (high redo fill, high lag).
 
 use std::time::Duration;
 
-use crate::config::ReplicaConfig;
-use crate::policy::{Intent, Policy, PolicyId, PolicyInput, Proposal};
-use crate::server::Knob;
+use serde::Deserialize;
 
-/// The arbiter identity of this policy: foreground protection, ranked with the
-/// watermark policy (priority 1).
-pub const ID: PolicyId = PolicyId::Replica;
+use super::registry::PolicyKind;
+use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use crate::config::check::{ConfigError, Section};
+use crate::server::Knob;
 
 /// See the module documentation.
 pub struct ReplicaLag {
+    /// Name and rank, as the registry gave them ([`PolicyId::unranked`] until then).
+    id: PolicyId,
     cfg: ReplicaConfig,
     /// Throttling because the lag went above `max_lag`.
     active: bool,
@@ -40,6 +41,7 @@ pub struct ReplicaLag {
 impl ReplicaLag {
     pub fn new(cfg: ReplicaConfig) -> Self {
         ReplicaLag {
+            id: PolicyId::unranked(<Self as PolicyKind>::NAME),
             cfg,
             active: false,
             releasing: false,
@@ -61,15 +63,9 @@ impl ReplicaLag {
     }
 }
 
-/// Builds the policy when enabled (the controller adds it to `policy::build`'s list).
-pub fn build(cfg: &ReplicaConfig) -> Option<Box<dyn Policy>> {
-    cfg.enabled
-        .then(|| Box::new(ReplicaLag::new(cfg.clone())) as Box<dyn Policy>)
-}
-
 impl Policy for ReplicaLag {
     fn id(&self) -> PolicyId {
-        ID
+        self.id
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
@@ -113,7 +109,7 @@ impl Policy for ReplicaLag {
                  purge yields: {what} (baseline {base})"
             );
             return vec![Proposal {
-                policy: ID,
+                policy: self.id,
                 knob,
                 value,
                 intent: Intent::Act,
@@ -130,7 +126,7 @@ impl Policy for ReplicaLag {
                  {knob} back to its baseline {base}"
             );
             return vec![Proposal {
-                policy: ID,
+                policy: self.id,
                 knob,
                 value: base,
                 intent: Intent::Release,
@@ -145,6 +141,85 @@ impl Policy for ReplicaLag {
         // assumed to be in effect.
         self.active = false;
         self.releasing = false;
+    }
+}
+
+// ---- configuration: `[policy.replica]` -------------------------------------------
+
+/// Replica lag as a foreground signal (seed 004): on a replica the SQL thread is the
+/// foreground, and purge competes with it. Above `max_lag` purge is throttled to one
+/// thread (or, where purge threads are read-only, smaller purge batches) until the
+/// lag is back under `resume_lag`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaConfig {
+    pub enabled: bool,
+    pub max_lag: Duration,
+    pub resume_lag: Duration,
+    /// Where purge threads are read-only (MySQL): innodb_purge_batch_size while lagging.
+    pub batch_size: u64,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        ReplicaConfig {
+            enabled: false,
+            max_lag: Duration::from_secs(60),
+            resume_lag: Duration::from_secs(10),
+            batch_size: 100,
+        }
+    }
+}
+
+/// `[policy.replica]` as the file says it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReplica {
+    enabled: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    max_lag: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    resume_lag: Option<Duration>,
+    batch_size: Option<i64>,
+}
+
+impl PolicyKind for ReplicaLag {
+    const NAME: &'static str = "replica";
+    type Config = ReplicaConfig;
+    type Raw = RawReplica;
+
+    fn validate(r: RawReplica, s: &Section<'_>) -> Result<ReplicaConfig, ConfigError> {
+        let (secs, dr) = (Duration::from_secs, &ReplicaConfig::default());
+        let replica = ReplicaConfig {
+            enabled: r.enabled.unwrap_or(dr.enabled),
+            max_lag: s.duration("max_lag", r.max_lag, dr.max_lag, secs(1), secs(86_400))?,
+            resume_lag: s.duration(
+                "resume_lag",
+                r.resume_lag,
+                dr.resume_lag,
+                Duration::ZERO,
+                secs(86_400),
+            )?,
+            batch_size: s.int("batch_size", r.batch_size, dr.batch_size, 1, 5000)?,
+        };
+        if replica.resume_lag >= replica.max_lag {
+            return Err(s.invalid(
+                "resume_lag",
+                format!("\"{}\"", humantime::format_duration(replica.resume_lag)),
+                format!(
+                    "must be below policy.replica.max_lag (\"{}\")",
+                    humantime::format_duration(replica.max_lag)
+                ),
+            ));
+        }
+        Ok(replica)
+    }
+
+    fn build(cfg: &ReplicaConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
+        cfg.enabled.then(|| {
+            let mut p = ReplicaLag::new(cfg.clone());
+            p.id = id;
+            Box::new(p) as Box<dyn Policy>
+        })
     }
 }
 
@@ -236,7 +311,8 @@ mod tests {
 
     #[test]
     fn disabled_builds_nothing() {
-        assert!(build(&Config::default().policy.replica).is_none());
-        assert!(build(&cfg()).is_some());
+        let id = PolicyId::unranked(ReplicaLag::NAME);
+        assert!(ReplicaLag::build(&Config::default().policy.replica, id).is_none());
+        assert!(ReplicaLag::build(&cfg(), id).is_some());
     }
 }

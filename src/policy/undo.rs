@@ -29,8 +29,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use serde::Deserialize;
+
+use super::registry::PolicyKind;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
-use crate::config::UndoConfig;
+use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::purge::estimate;
 
@@ -59,6 +62,8 @@ fn mib(b: u64) -> String {
 
 /// The undo tablespace guard. See the module documentation.
 pub struct Undo {
+    /// Name and rank, as the registry gave them ([`PolicyId::unranked`] until then).
+    id: PolicyId,
     cfg: UndoConfig,
     state: State,
 }
@@ -66,6 +71,7 @@ pub struct Undo {
 impl Undo {
     pub fn new(cfg: UndoConfig) -> Self {
         Undo {
+            id: PolicyId::unranked(<Self as PolicyKind>::NAME),
             cfg,
             state: State::default(),
         }
@@ -73,7 +79,7 @@ impl Undo {
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
         Proposal {
-            policy: PolicyId::Undo,
+            policy: self.id,
             knob,
             value,
             intent,
@@ -110,7 +116,7 @@ impl Undo {
 
 impl Policy for Undo {
     fn id(&self) -> PolicyId {
-        PolicyId::Undo
+        self.id
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
@@ -242,6 +248,106 @@ impl Policy for Undo {
 
     fn reset(&mut self) {
         self.state = State::default();
+    }
+}
+
+// ---- configuration: `[policy.undo]` -------------------------------------------
+
+/// Undo tablespace guard (seed 002, `crate::policy::undo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UndoConfig {
+    pub enabled: bool,
+    /// Total undo tablespace size above which truncation is made sure of.
+    pub budget_bytes: u64,
+    /// Below this share of the budget (%) the knobs go back to their baseline.
+    pub release_below_pct: f64,
+    /// innodb_max_undo_log_size is never proposed below this (WL#6965: 10 MiB cost
+    /// 6–15 % TPS, 100 MiB about nothing).
+    pub min_truncate_bytes: u64,
+    /// More truncations than this per hour double innodb_max_undo_log_size.
+    pub max_truncations_per_hour: u64,
+    /// Number of undo tablespaces; 0 = as the server reports it.
+    pub undo_tablespaces: u64,
+}
+
+impl Default for UndoConfig {
+    fn default() -> Self {
+        UndoConfig {
+            enabled: true,
+            budget_bytes: 1 << 30,
+            release_below_pct: 50.0,
+            min_truncate_bytes: 128 << 20,
+            max_truncations_per_hour: 6,
+            undo_tablespaces: 0,
+        }
+    }
+}
+
+/// `[policy.undo]` as the file says it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUndo {
+    enabled: Option<bool>,
+    budget_size: Option<String>,
+    release_below_pct: Option<f64>,
+    min_truncate_size: Option<String>,
+    max_truncations_per_hour: Option<i64>,
+    undo_tablespaces: Option<i64>,
+}
+
+impl PolicyKind for Undo {
+    const NAME: &'static str = "undo";
+    type Config = UndoConfig;
+    type Raw = RawUndo;
+
+    fn validate(r: RawUndo, s: &Section<'_>) -> Result<UndoConfig, ConfigError> {
+        let d = &UndoConfig::default();
+        Ok(UndoConfig {
+            enabled: r.enabled.unwrap_or(d.enabled),
+            budget_bytes: s.size(
+                "budget_size",
+                r.budget_size,
+                d.budget_bytes,
+                10 << 20,
+                1 << 50,
+            )?,
+            release_below_pct: s.float(
+                "release_below_pct",
+                r.release_below_pct,
+                d.release_below_pct,
+                0.0,
+                99.0,
+            )?,
+            min_truncate_bytes: s.size(
+                "min_truncate_size",
+                r.min_truncate_size,
+                d.min_truncate_bytes,
+                10 << 20,
+                256 << 40,
+            )?,
+            max_truncations_per_hour: s.int(
+                "max_truncations_per_hour",
+                r.max_truncations_per_hour,
+                d.max_truncations_per_hour,
+                1,
+                3600,
+            )?,
+            undo_tablespaces: s.int(
+                "undo_tablespaces",
+                r.undo_tablespaces,
+                d.undo_tablespaces,
+                0,
+                127,
+            )?,
+        })
+    }
+
+    fn build(cfg: &UndoConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
+        cfg.enabled.then(|| {
+            let mut p = Undo::new(cfg.clone());
+            p.id = id;
+            Box::new(p) as Box<dyn Policy>
+        })
     }
 }
 

@@ -43,10 +43,13 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
+
+use super::registry::PolicyKind;
 use super::server_model::{mariadb_dml_delay_us, row_time_us, small_delay_us};
 use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
-use crate::config::{hard_range, WatermarkConfig};
+use crate::config::check::{hard_range, ConfigError, Section};
 use crate::server::{Capabilities, Knob, KnobValues};
 use crate::signals::purge::estimate;
 
@@ -168,6 +171,8 @@ fn num(x: f64) -> String {
 
 /// The MariaDB 10.6.5 watermark buckets over redo fill. See the module documentation.
 pub struct Watermark {
+    /// Name and rank, as the registry gave them ([`PolicyId::unranked`] until then).
+    id: PolicyId,
     cfg: WatermarkConfig,
     state: Option<State>,
     /// Purgeable history is over `yield_history_records` (and not yet under 80 % of
@@ -181,6 +186,7 @@ pub struct Watermark {
 impl Watermark {
     pub fn new(cfg: WatermarkConfig) -> Self {
         Watermark {
+            id: PolicyId::unranked(<Self as PolicyKind>::NAME),
             cfg,
             state: None,
             yielding: false,
@@ -217,7 +223,7 @@ impl Watermark {
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
         Proposal {
-            policy: PolicyId::Watermark,
+            policy: self.id,
             knob,
             value,
             intent,
@@ -364,7 +370,7 @@ impl Watermark {
 
 impl Policy for Watermark {
     fn id(&self) -> PolicyId {
-        PolicyId::Watermark
+        self.id
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal> {
@@ -416,6 +422,154 @@ impl Policy for Watermark {
         self.state = None;
         self.yielding = false;
         self.high_delay = None;
+    }
+}
+
+// ---- configuration: `[policy.watermark]` -------------------------------------------
+
+/// The MariaDB 10.6.5 adaptive-purge algorithm, configurable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatermarkConfig {
+    pub enabled: bool,
+    /// Redo fill (percent of the sync-flush point) where throttling starts.
+    pub low_pct: f64,
+    /// Redo fill where purge runs with one thread and DML delay starts.
+    pub high_pct: f64,
+    /// Number of buckets = purge threads at low fill; 0 = the value found at start.
+    pub max_purge_threads: u64,
+    /// Fill must move this many percentage points past a boundary to change bucket.
+    pub hysteresis_pct: f64,
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag_delay to propose at
+    /// most, µs …
+    pub high_delay_us: u64,
+    /// … and at most what slows row changes by this share (%), at the row time measured.
+    pub high_max_slowdown_pct: f64,
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, records.
+    pub high_max_purge_lag: u64,
+    /// Above the high watermark where purge threads are read-only (MySQL): the smaller
+    /// innodb_purge_batch_size to propose.
+    pub high_batch_size: u64,
+    /// Purgeable history (records) above which foreground protection yields: purge
+    /// threads go back to their baseline until it is under 80 % of this. 0 = never
+    /// (the default, and MariaDB 10.6.5 as published, which MDEV-32050 reverted for
+    /// the unbounded history it left behind). Opt-in because it trades stalls for
+    /// debt: docs/policies.md has the simulator's numbers.
+    pub yield_history_records: u64,
+}
+
+impl Default for WatermarkConfig {
+    fn default() -> Self {
+        WatermarkConfig {
+            enabled: true,
+            low_pct: 20.0,
+            high_pct: 80.0,
+            max_purge_threads: 0,
+            hysteresis_pct: 2.0,
+            high_delay_us: 10_000,
+            high_max_slowdown_pct: 20.0,
+            high_max_purge_lag: 100_000,
+            high_batch_size: 100,
+            yield_history_records: 0,
+        }
+    }
+}
+
+/// `[policy.watermark]` as the file says it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWatermark {
+    enabled: Option<bool>,
+    low_pct: Option<f64>,
+    high_pct: Option<f64>,
+    max_purge_threads: Option<i64>,
+    hysteresis_pct: Option<f64>,
+    high_delay_us: Option<i64>,
+    high_max_slowdown_pct: Option<f64>,
+    high_max_purge_lag: Option<i64>,
+    high_batch_size: Option<i64>,
+    yield_history_records: Option<i64>,
+}
+
+impl PolicyKind for Watermark {
+    const NAME: &'static str = "watermark";
+    type Config = WatermarkConfig;
+    type Raw = RawWatermark;
+
+    fn validate(r: RawWatermark, s: &Section<'_>) -> Result<WatermarkConfig, ConfigError> {
+        let (w, dw) = (r, &WatermarkConfig::default());
+        let watermark = WatermarkConfig {
+            enabled: w.enabled.unwrap_or(dw.enabled),
+            low_pct: s.float("low_pct", w.low_pct, dw.low_pct, 0.0, 100.0)?,
+            high_pct: s.float("high_pct", w.high_pct, dw.high_pct, 0.0, 150.0)?,
+            max_purge_threads: s.int(
+                "max_purge_threads",
+                w.max_purge_threads,
+                dw.max_purge_threads,
+                0,
+                32,
+            )?,
+            hysteresis_pct: s.float(
+                "hysteresis_pct",
+                w.hysteresis_pct,
+                dw.hysteresis_pct,
+                0.0,
+                20.0,
+            )?,
+            high_delay_us: s.int(
+                "high_delay_us",
+                w.high_delay_us,
+                dw.high_delay_us,
+                0,
+                10_000_000,
+            )?,
+            high_max_slowdown_pct: s.float(
+                "high_max_slowdown_pct",
+                w.high_max_slowdown_pct,
+                dw.high_max_slowdown_pct,
+                1.0,
+                90.0,
+            )?,
+            high_max_purge_lag: s.int(
+                "high_max_purge_lag",
+                w.high_max_purge_lag,
+                dw.high_max_purge_lag,
+                1,
+                4_294_967_295,
+            )?,
+            high_batch_size: s.int(
+                "high_batch_size",
+                w.high_batch_size,
+                dw.high_batch_size,
+                1,
+                5000,
+            )?,
+            yield_history_records: s.int(
+                "yield_history_records",
+                w.yield_history_records,
+                dw.yield_history_records,
+                0,
+                10_000_000_000,
+            )?,
+        };
+        if watermark.high_pct <= watermark.low_pct + watermark.hysteresis_pct {
+            return Err(s.invalid(
+                "high_pct",
+                watermark.high_pct,
+                format!(
+                    "must exceed low_pct + hysteresis_pct ({})",
+                    watermark.low_pct + watermark.hysteresis_pct
+                ),
+            ));
+        }
+        Ok(watermark)
+    }
+
+    fn build(cfg: &WatermarkConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
+        cfg.enabled.then(|| {
+            let mut p = Watermark::new(cfg.clone());
+            p.id = id;
+            Box::new(p) as Box<dyn Policy>
+        })
     }
 }
 
@@ -590,7 +744,7 @@ mod tests {
             let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(pct));
             let p = find(&ps, Knob::PurgeThreads).unwrap();
             assert_eq!((p.value, p.intent), (want, intent), "{pct} %: {}", p.reason);
-            assert_eq!(p.policy, PolicyId::Watermark);
+            assert_eq!(p.policy, PolicyId::unranked(Watermark::NAME));
         }
     }
 

@@ -8,7 +8,8 @@
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::policy::PolicyId;
+use crate::policy::registry::{PolicyKind, Registry};
+use crate::policy::watermark::Watermark;
 use crate::server::{Knob, KnobValues};
 
 use super::scenario::SimFlavor;
@@ -128,8 +129,8 @@ impl Peer {
 /// purge threads found at start, no hysteresis, a change per tick allowed (10.6.5 acted
 /// before every purge batch). Above the high watermark 10.6.5 paused purge 10 ms between
 /// batches; it never delayed DML, so `high_delay_us = 0` (no DML delay at all) and high
-/// mode is "one purge thread". Every other policy is disabled, whatever the colleague
-/// policies are called, as long as they follow the `[policy.NAME] enabled` convention.
+/// mode is "one purge thread". Every other policy of the registry is disabled, as long
+/// as it follows the `[policy.NAME] enabled` convention.
 pub fn watermark_only_config() -> Config {
     let base = "[control]\nmax_sets_per_minute = 600\n\
                 [knobs.innodb_purge_threads]\nmax_step = 32\nmin_dwell = \"0s\"\n\
@@ -141,12 +142,11 @@ pub fn watermark_only_config() -> Config {
                 yield_history_records = 0\n"
         .to_string();
     let mut text = base;
-    let mut others: Vec<&str> = [PolicyId::Flush, PolicyId::PurgeRate, PolicyId::Undo]
-        .iter()
-        .map(|id| id.name())
-        .collect();
-    // The replica-lag policy has no PolicyId of its own.
-    others.push("replica");
+    let registry = Registry::standard();
+    let others = registry
+        .names()
+        .into_iter()
+        .filter(|n| *n != Watermark::NAME);
     for name in others {
         let candidate = format!("{text}[policy.{name}]\nenabled = false\n");
         if Config::parse(&candidate, "(simulator)").is_ok() {
