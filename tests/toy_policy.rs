@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use innopilot::config::check::{ConfigError, Section};
 use innopilot::config::Config;
-use innopilot::policy::registry::{PolicyKind, Registry};
+use innopilot::policy::registry::Registry;
+use innopilot::policy::PolicyKind;
 use innopilot::policy::{Intent, Policy, PolicyId, PolicyInput, Proposal};
 use innopilot::server::Knob;
 use innopilot::sim::compare::run_with;

@@ -72,9 +72,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::registry::PolicyKind;
 use super::server_model::{dml_delay_us, lag_for_delay, row_time_us, small_delay_us};
-use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::Signals;

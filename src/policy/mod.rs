@@ -4,7 +4,7 @@
 //!
 //! Each tick every enabled policy returns [`Proposal`]s; the [`arbiter`] keeps one per
 //! knob, then the guard bounds it and the actuator applies it. A policy is one file:
-//! its logic, its `[policy.NAME]` section and a [`registry::PolicyKind`] impl; the
+//! its logic, its `[policy.NAME]` section and a [`PolicyKind`] impl; the
 //! [`registry`] lists the policies and ranks them.
 
 pub mod arbiter;
@@ -127,6 +127,27 @@ pub(crate) fn threads_word(t: u64) -> &'static str {
     } else {
         "purge threads"
     }
+}
+
+/// What a policy file provides besides its [`Policy`] impl: its section of the
+/// configuration and how to build it from that section.
+pub trait PolicyKind: 'static {
+    /// The section (`[policy.NAME]`), and the name in the audit log and metrics.
+    const NAME: &'static str;
+    /// The validated section; `Default` is what an absent section means.
+    type Config: Clone + PartialEq + std::fmt::Debug + Default + Send + Sync + 'static;
+    /// The section as the file says it (`#[serde(deny_unknown_fields)]`, every key an
+    /// `Option`).
+    type Raw: serde::de::DeserializeOwned + Default;
+
+    /// Raw form → validated section; range errors through `s` name key, line and range.
+    fn validate(
+        raw: Self::Raw,
+        s: &crate::config::check::Section<'_>,
+    ) -> Result<Self::Config, crate::config::check::ConfigError>;
+
+    /// The policy, when the section enables it; `id` carries its rank.
+    fn build(cfg: &Self::Config, id: PolicyId) -> Option<Box<dyn Policy>>;
 }
 
 /// A control policy.

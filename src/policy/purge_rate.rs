@@ -76,10 +76,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::registry::PolicyKind;
 use super::server_model::{dml_delay_us, lag_for_delay};
 use super::threads_word;
-use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{ConfigError, Section};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues};
 use crate::signals::purge::{estimate, Culprit, PurgeEstimate};

@@ -11,33 +11,13 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::DeserializeOwned;
-
 use super::flush::Flush;
 use super::purge_rate::PurgeRate;
 use super::replica::ReplicaLag;
 use super::undo::Undo;
 use super::watermark::Watermark;
-use super::{Policy, PolicyId};
-use crate::config::check::{parse_error, read_policy_table, ConfigError, Ctx, Section};
-
-/// What a policy file provides besides its [`Policy`] impl: its section of the
-/// configuration and how to build it from that section.
-pub trait PolicyKind: 'static {
-    /// The section (`[policy.NAME]`), and the name in the audit log and metrics.
-    const NAME: &'static str;
-    /// The validated section; `Default` is what an absent section means.
-    type Config: Clone + PartialEq + fmt::Debug + Default + Send + Sync + 'static;
-    /// The section as the file says it (`#[serde(deny_unknown_fields)]`, every key an
-    /// `Option`).
-    type Raw: DeserializeOwned + Default;
-
-    /// Raw form → validated section; range errors through `s` name key, line and range.
-    fn validate(raw: Self::Raw, s: &Section<'_>) -> Result<Self::Config, ConfigError>;
-
-    /// The policy, when the section enables it; `id` carries its rank.
-    fn build(cfg: &Self::Config, id: PolicyId) -> Option<Box<dyn Policy>>;
-}
+use super::{Policy, PolicyId, PolicyKind};
+use crate::config::check::{parse_error, read_policy_table, ConfigError, Ctx};
 
 /// The standard policies, one line each: field of [`PolicyConfig`] (= section name),
 /// type, and rank. Priority: lower wins in the arbiter (avoid the sync-flush cliff >

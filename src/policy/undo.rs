@@ -31,8 +31,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::registry::PolicyKind;
-use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::purge::estimate;

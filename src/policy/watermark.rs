@@ -45,10 +45,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::registry::PolicyKind;
 use super::server_model::{mariadb_dml_delay_us, row_time_us, small_delay_us};
 use super::threads_word;
-use super::{Intent, Policy, PolicyId, PolicyInput, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{hard_range, ConfigError, Section};
 use crate::server::{Capabilities, Knob, KnobValues};
 use crate::signals::purge::estimate;

@@ -8,8 +8,9 @@
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::policy::registry::{PolicyKind, Registry};
+use crate::policy::registry::Registry;
 use crate::policy::watermark::Watermark;
+use crate::policy::PolicyKind;
 use crate::server::{Knob, KnobValues};
 
 use super::scenario::SimFlavor;
