@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod policy;
 pub mod replay;
 pub mod report;
+pub mod restore;
 pub mod sample;
 pub mod server;
 pub mod sim;

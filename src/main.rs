@@ -10,11 +10,11 @@ use anyhow::Context;
 use clap::Parser;
 use tokio::time::MissedTickBehavior;
 
-use innopilot::audit::{AuditLog, Mode};
+use innopilot::audit::AuditLog;
 use innopilot::cli::{Cli, Command, LogFormat};
 use innopilot::config::{Config, ConfigError};
 use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
-use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
+use innopilot::control::{ControlError, Controller, Reload, RunOptions};
 use innopilot::diagnose;
 use innopilot::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::metrics::Snapshot;
@@ -77,6 +77,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if let Some(c) = cause.downcast_ref::<ControlError>() {
             return c.exit_code();
+        }
+        if let Some(r) = cause.downcast_ref::<innopilot::restore::RestoreError>() {
+            return match r {
+                innopilot::restore::RestoreError::Server(ServerError::Denied { .. }) => 3,
+                r => r.exit_code(),
+            };
         }
         if let Some(
             innopilot::sim::SimError::UnknownScenario(_) | innopilot::sim::SimError::UnknownPeer(_),
@@ -514,21 +520,15 @@ async fn diagnose_cmd(
     Ok(())
 }
 
-fn release(
+async fn release(
     config: &Config,
     knob: innopilot::server::Knob,
     state_file: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    use std::io::Write;
     let state = state_file.unwrap_or(&config.control.state_file);
-    let path = release_path(state);
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot write the release request {}", path.display()))?;
-    writeln!(f, "{}", knob.var_name())?;
-    println!("asked the innopilot using {} to take {knob} back at its next tick (see the audit log for `released`)", state.display());
+    // The run reads requests once per tick: a few ticks, and never less than 5 s.
+    let wait = (config.sampler.interval * 4).max(Duration::from_secs(5));
+    println!("{}", innopilot::restore::release(state, knob, wait).await?);
     Ok(())
 }
 
@@ -537,46 +537,11 @@ async fn restore(
     config: &Config,
     state_file: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let store = StateStore::new(
-        state_file
-            .unwrap_or(&config.control.state_file)
-            .to_path_buf(),
-    );
-    let saved = match store.load()? {
-        None => {
-            println!(
-                "no state file at {}: nothing to restore",
-                store.path().display()
-            );
-            return Ok(());
-        }
-        Some(s) if s.clean => {
-            println!(
-                "{}: the last run finished cleanly; nothing to restore",
-                store.path().display()
-            );
-            return Ok(());
-        }
-        Some(s) => s,
-    };
+    let path = state_file.unwrap_or(&config.control.state_file);
     let mut server = server_from(cli, config)?;
     let target = server.target().to_string();
-    server.probe().await?;
-    let mut audit = AuditLog::open(&config.audit).unwrap_or_else(|e| {
-        tracing::warn!("restoring without an audit log: {e}");
-        AuditLog::discard()
-    });
-    let all = recover(&mut server, &saved, &target, &mut audit, Mode::Live).await?;
-    if !all {
-        anyhow::bail!(
-            "some knobs could not be restored (see the audit log); the state file was kept"
-        );
-    }
-    let mut done = saved.clone();
-    done.clean = true;
-    done.last_set.clear();
-    store.save(&done)?;
-    println!("baseline restored from {}", store.path().display());
+    let done = innopilot::restore::restore(&mut server, &target, config, path).await?;
+    println!("{done}; {} marked clean", path.display());
     Ok(())
 }
 
@@ -667,7 +632,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Release { knob, state_file } => {
             let config = load_config(&cli)?;
-            release(&config, *knob, state_file.as_deref())
+            release(&config, *knob, state_file.as_deref()).await
         }
         Command::Restore { state_file } => {
             let config = load_config(&cli)?;

@@ -194,6 +194,10 @@ impl<S: Server> Server for RecordingServer<S> {
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.inner.set_knob(knob, value).await
     }
+
+    fn instance(&self) -> Option<String> {
+        self.inner.instance()
+    }
 }
 
 /// The passive loop behind `innopilot record --out FILE`: probes, then samples every

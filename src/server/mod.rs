@@ -189,4 +189,12 @@ pub trait Server: Send {
         knob: Knob,
         value: u64,
     ) -> impl Future<Output = Result<u64, ServerError>> + Send;
+
+    /// What the server is, as read at the last [`Server::probe`], independent of how
+    /// it was reached (`@@server_uuid` on MySQL; server id, host name, port and data
+    /// directory on MariaDB). `None` where there is no such thing (the simulator):
+    /// callers then compare the connection target.
+    fn instance(&self) -> Option<String> {
+        None
+    }
 }

@@ -62,6 +62,8 @@ pub struct LiveServer {
     sample_sql: String,
     knob_sql: String,
     epoch: Instant,
+    /// What the server is, from the last probe (see [`Server::instance`]).
+    instance: Option<String>,
 }
 
 fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
@@ -180,6 +182,7 @@ impl LiveServer {
             sample_sql: String::new(),
             knob_sql: String::new(),
             epoch: Instant::now(),
+            instance: None,
         }
     }
 
@@ -492,7 +495,8 @@ impl Server for LiveServer {
         let rows = self
             .fetch(
                 "identifying the server",
-                "SELECT @@version, @@version_comment, CURRENT_USER(), @@datadir, @@innodb_undo_directory, CAST(@@innodb_undo_tablespaces AS CHAR)",
+                "SELECT @@version, @@version_comment, CURRENT_USER(), @@datadir, @@innodb_undo_directory, CAST(@@innodb_undo_tablespaces AS CHAR), \
+                 CAST(@@server_id AS CHAR), @@hostname, CAST(@@port AS CHAR)",
             )
             .await?;
         let r = rows.first().ok_or(ServerError::Unexpected {
@@ -507,6 +511,30 @@ impl Server for LiveServer {
         let datadir = col(r, 3);
         let undo_dir = col(r, 4);
         let undo_spaces = col(r, 5).and_then(|v| parse_u64(&v).ok()).unwrap_or(0);
+        // The server by what it is, not by how the DSN reaches it: `localhost`,
+        // `127.0.0.1` and a proxy in front all name the same server. MySQL has a
+        // UUID for that; MariaDB has none, and its server id, host, port and data
+        // directory together tell two servers apart on one machine or many.
+        let instance = match identity.flavor {
+            Flavor::MySql => {
+                let rows = self
+                    .fetch(
+                        "identifying the server (@@server_uuid)",
+                        "SELECT @@server_uuid",
+                    )
+                    .await?;
+                rows.first()
+                    .and_then(|r| col(r, 0))
+                    .map(|u| format!("server_uuid {u}"))
+            }
+            Flavor::MariaDb => Some(format!(
+                "server_id {}, host {}, port {}, datadir {}",
+                col(r, 6).unwrap_or_default(),
+                col(r, 7).unwrap_or_default(),
+                col(r, 8).unwrap_or_default(),
+                datadir.as_deref().unwrap_or_default()
+            )),
+        };
 
         let meta = self.read_knob_meta(&identity).await?;
         let knobs = build_knob_caps(&identity, &meta);
@@ -518,9 +546,25 @@ impl Server for LiveServer {
                  WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
             )
             .await?;
-        let can_set_global = privs.iter().filter_map(|r| col(r, 0)).any(|p| {
+        let mut can_set_global = privs.iter().filter_map(|r| col(r, 0)).any(|p| {
             p.eq_ignore_ascii_case("SUPER") || p.eq_ignore_ascii_case("SYSTEM_VARIABLES_ADMIN")
         });
+        if !can_set_global {
+            // USER_PRIVILEGES lists direct grants only: a privilege held through a
+            // (default) role is not there. Ask the server itself, with a SET that
+            // changes nothing: the value is read and written in one statement.
+            can_set_global = match self
+                .fetch(
+                    "checking privileges (a no-op SET GLOBAL)",
+                    "SET GLOBAL innodb_max_purge_lag = @@GLOBAL.innodb_max_purge_lag",
+                )
+                .await
+            {
+                Ok(_) => true,
+                Err(e) if e.is_connection_lost() => return Err(e),
+                Err(_) => false,
+            };
+        }
 
         let replica_sql = replica_statement(&identity);
         let replica = match self
@@ -556,6 +600,7 @@ impl Server for LiveServer {
         self.sample_sql = sample_sql(&caps.identity);
         self.knob_sql = knobs_sql(&caps.identity);
         self.caps = Some(caps.clone());
+        self.instance = instance;
         Ok(caps)
     }
 
@@ -661,6 +706,10 @@ impl Server for LiveServer {
             what: "reading back a SET GLOBAL",
             detail: format!("{knob}: {e}"),
         })
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.instance.clone()
     }
 }
 
