@@ -57,6 +57,12 @@ pub enum ControlError {
         ours: String,
     },
     #[error(
+        "another live innopilot is running on this server ({holder} holds its claim, \
+         the named lock `innopilot`); only one may change a server's variables at a time. \
+         Stop that one first, or use --dry-run to observe alongside it"
+    )]
+    ServerClaimed { holder: String },
+    #[error(
         "crash recovery from {path} did not finish: {detail}. The state file is kept as it \
          is; fix the cause (the audit log has each knob) and run `innopilot restore`, or \
          set the values back by hand and remove the file"
@@ -204,6 +210,10 @@ impl<S: Server> Controller<S> {
             // take this run's changes for a crash's and each would overwrite the
             // other's baseline.
             lock = Some(store.lock().map_err(ControlError::Refused)?);
+            // ... and one live run per server, whatever its state file.
+            if let Some(holder) = server.claim().await.map_err(ControlError::Start)? {
+                return Err(ControlError::ServerClaimed { holder });
+            }
             // Crash recovery: a previous live run did not finish cleanly. Its file is
             // the only record of the server's real baseline, so it is overwritten
             // only once everything it asks for is restored.
@@ -413,6 +423,14 @@ impl<S: Server> Controller<S> {
                     self.just_reconnected = true;
                 }
                 Err(e) => return self.connection_down(e),
+            }
+            // The claim went with the old connection: take it again before acting.
+            if !self.opts.dry_run {
+                match self.server.claim().await {
+                    Ok(None) => {}
+                    Ok(Some(holder)) => return Err(ControlError::ServerClaimed { holder }),
+                    Err(e) => return self.connection_lost(e),
+                }
             }
         }
         let sample = match self.server.sample().await {

@@ -198,6 +198,10 @@ impl<S: Server> Server for RecordingServer<S> {
     fn instance(&self) -> Option<String> {
         self.inner.instance()
     }
+
+    async fn claim(&mut self) -> Result<Option<String>, ServerError> {
+        self.inner.claim().await
+    }
 }
 
 /// The passive loop behind `innopilot record --out FILE`: probes, then samples every

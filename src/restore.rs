@@ -42,6 +42,11 @@ pub enum RestoreError {
          the audit log)"
     )]
     Incomplete { path: String, detail: String },
+    #[error(
+        "another live innopilot is running on this server ({holder} holds its claim); \
+         restoring under it could undo its work. Stop it first"
+    )]
+    ServerClaimed { holder: String },
     #[error("nothing to release: {0}")]
     NothingToRelease(String),
     #[error("cannot write the release request {path}: {message}")]
@@ -150,6 +155,10 @@ pub async fn restore<S: Server>(
         }
     };
     server.probe().await?;
+    // A live run on this server with another state file may own the values now.
+    if let Some(holder) = server.claim().await? {
+        return Err(RestoreError::ServerClaimed { holder });
+    }
     let mut audit = AuditLog::open(&config.audit).unwrap_or_else(|e| {
         tracing::warn!("restoring without an audit log: {e}");
         AuditLog::discard()

@@ -197,4 +197,11 @@ pub trait Server: Send {
     fn instance(&self) -> Option<String> {
         None
     }
+
+    /// Claims the server for one live innopilot: `Ok(None)` when this connection holds
+    /// the claim (again, after a reconnect), `Ok(Some(holder))` describing who holds it
+    /// otherwise. Servers without such a thing (the simulator) are always free.
+    fn claim(&mut self) -> impl Future<Output = Result<Option<String>, ServerError>> + Send {
+        async { Ok(None) }
+    }
 }

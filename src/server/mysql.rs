@@ -711,6 +711,57 @@ impl Server for LiveServer {
     fn instance(&self) -> Option<String> {
         self.instance.clone()
     }
+
+    async fn claim(&mut self) -> Result<Option<String>, ServerError> {
+        // A named lock on the server itself, held by the sampling connection: it
+        // keeps two live runs off one server wherever they run and whatever state
+        // files they use, and the server drops it with the connection, so a dead
+        // innopilot never leaves it behind. GET_LOCK is re-entrant within a session.
+        let mut holder = None;
+        // A killed innopilot's session may take the server a moment to clean up:
+        // ask a few times before naming a holder.
+        for attempt in 0..5 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let rows = self
+                .fetch(
+                    "claiming the server (GET_LOCK)",
+                    "SELECT CAST(GET_LOCK('innopilot', 0) AS CHAR), CAST(IS_USED_LOCK('innopilot') AS CHAR)",
+                )
+                .await?;
+            let r = rows.first();
+            if r.and_then(|r| col(r, 0)).as_deref() == Some("1") {
+                return Ok(None);
+            }
+            holder = r.and_then(|r| col(r, 1)).and_then(|v| parse_u64(&v).ok());
+        }
+        let Some(id) = holder else {
+            // Released between the two calls: try once more next time.
+            return Ok(Some("another session (it has just let go; retry)".into()));
+        };
+        // The id is a typed integer read from the server: safe to put in SQL text.
+        let who = self
+            .fetch(
+                "naming the holder of the claim",
+                &format!("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = {id}"),
+            )
+            .await
+            .ok()
+            .and_then(|rows| {
+                rows.first().map(|r| {
+                    format!(
+                        "{}@{}",
+                        col(r, 0).unwrap_or_default(),
+                        col(r, 1).unwrap_or_default()
+                    )
+                })
+            });
+        Ok(Some(match who {
+            Some(w) => format!("connection {id} ({w})"),
+            None => format!("connection {id}"),
+        }))
+    }
 }
 
 /// A session of its own for `SET GLOBAL innodb_max_purge_lag_wait = N` (MariaDB), which

@@ -1,0 +1,442 @@
+//! Safety against misuse and hostile surroundings, against a private MariaDB: a
+//! re-spelled DSN after a crash, a tampered state file, two live instances, planted
+//! symlinks. Each test asserts the server's variables, not only innopilot's exit code.
+//! docs/reliability.md lists them.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::run::{events, knob, knob_values, signal, wait_exit, wait_for_applied, Run};
+use common::{eventually, MariaDb};
+
+/// Narrow watermarks and a short interval so that purge threads move within seconds
+/// under a small update load (as in tests/faults.rs).
+const CONFIG: &str = r#"
+[server]
+connect_timeout = "1s"
+query_timeout = "1s"
+
+[sampler]
+interval = "500ms"
+window = "5s"
+
+[control]
+restore_timeout = "10s"
+max_sets_per_minute = 600
+
+[knobs.innodb_purge_threads]
+min = 1
+max = 4
+max_step = 1
+min_dwell = "500ms"
+
+[policy.watermark]
+low_pct = 1.0
+high_pct = 12.0
+max_purge_threads = 4
+hysteresis_pct = 0.5
+"#;
+
+async fn loaded(db: &MariaDb) -> common::LoadHandle {
+    db.prepare_table(20_000).await;
+    db.spawn_update_load(4)
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Starts a live run and waits for its start record (its state file is written).
+async fn started(run: &Run, dsn: &str) -> std::process::Child {
+    let before = events(&run.records(), "start").len();
+    let child = run.spawn(dsn, &[]);
+    eventually(
+        "the run's start record",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async { (events(&run.records(), "start").len() > before).then_some(()) },
+    )
+    .await;
+    child
+}
+
+/// A live run changes purge threads under load, then dies by SIGKILL: the server keeps
+/// innopilot's value and the state file is unclean. Returns the value left.
+async fn killed_mid_change(db: &MariaDb, run: &Run, baseline: u64) -> u64 {
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    signal(&child, "KILL");
+    let _ = wait_exit(child, Duration::from_secs(10));
+    let left = knob(db, "innodb_purge_threads").await;
+    assert_ne!(left, baseline, "the kill must leave a change to recover");
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(state.contains("\"clean\": false"), "{state}");
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn respelled_dsn_after_kill_is_restored_and_foreign_state_is_kept() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let baseline = knob(&db, "innodb_purge_threads").await;
+    let run = Run::with_config(CONFIG);
+    killed_mid_change(&db, &run, baseline).await;
+    drop(load);
+
+    // Another server, same state file: refused, the file kept byte for byte, that
+    // server untouched.
+    let other = MariaDb::new();
+    let other_before = knob_values(&other).await;
+    let saved = std::fs::read(run.state()).unwrap();
+    let child = run.spawn(&other.dsn(), &[]);
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("another server") && err.contains("innopilot restore"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("port {}", db.port())),
+        "names the server: {err}"
+    );
+    assert_eq!(
+        std::fs::read(run.state()).unwrap(),
+        saved,
+        "state overwritten"
+    );
+    assert_eq!(knob_values(&other).await, other_before);
+    drop(other);
+
+    // The same server spelled differently (localhost, over the socket): it is the
+    // same server, so the crash is recovered and the real baseline kept.
+    let child = started(&run, &db.socket_dsn()).await;
+    let recs = run.records();
+    let start = events(&recs, "start").last().cloned().unwrap().clone();
+    assert_eq!(
+        start["baseline"]["innodb_purge_threads"], baseline,
+        "{start}"
+    );
+    assert!(
+        events(&recs, "restore")
+            .iter()
+            .any(|r| r["trigger"] == "crash_recovery" && r["knob"] == "innodb_purge_threads"),
+        "no crash recovery with the re-spelled DSN"
+    );
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+/// Breaks or repairs a file's ownership or mode.
+type Fix<'a> = Box<dyn Fn() + 'a>;
+
+/// Rewrites the state file's JSON with `edit`.
+fn tamper(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_state_is_refused_and_the_server_left_as_it_is() {
+    let db = MariaDb::new();
+    let run = Run::with_config(CONFIG);
+    // A genuine unclean state of this server: a live run killed after its start.
+    let child = started(&run, &db.dsn()).await;
+    signal(&child, "KILL");
+    let _ = wait_exit(child, Duration::from_secs(10));
+    let genuine = std::fs::read_to_string(run.state()).unwrap();
+    let before = knob_values(&db).await;
+    let live = |name: &str| -> u64 { before[name].as_deref().unwrap().parse().unwrap() };
+
+    // Each form: the file claims innopilot left KNOB at its live value and asks for
+    // BASELINE back.
+    let forms: [(&str, u64, &str); 4] = [
+        // Within the server's range, outside [knobs.innodb_purge_threads] max = 4.
+        ("innodb_purge_threads", 32, "configured bounds"),
+        // manage = false by default: a 1 GiB redo resize.
+        ("innodb_log_file_size", 1 << 30, "manage = false"),
+        // A 10 s DML delay: outside the default bounds (100 ms).
+        (
+            "innodb_max_purge_lag_delay",
+            10_000_000,
+            "configured bounds",
+        ),
+        // u64::MAX: the server would clamp it (and raise io_capacity_max with it).
+        ("innodb_io_capacity", u64::MAX, "range any server accepts"),
+    ];
+    for (name, value, why) in forms {
+        std::fs::write(run.state(), &genuine).unwrap();
+        tamper(&run.state(), |v| {
+            v["baseline"][name] = value.into();
+            v["last_set"][name] = live(name).into();
+        });
+        let tampered = std::fs::read(run.state()).unwrap();
+        let out = run.command(
+            &db.dsn(),
+            &["restore", "--state-file", run.state().to_str().unwrap()],
+        );
+        assert!(
+            !out.status.success(),
+            "{name}: restore obeyed: {}",
+            text(&out)
+        );
+        assert!(
+            text(&out).contains(name) && text(&out).contains(why),
+            "{name}: {}",
+            text(&out)
+        );
+        assert_eq!(knob_values(&db).await, before, "restore set {name}");
+        // A live start refuses too, and keeps the file for the operator.
+        let child = run.spawn(&db.dsn(), &[]);
+        let (code, err) = wait_exit(child, Duration::from_secs(30));
+        assert_eq!(code, Some(1), "{name}: {err}");
+        assert!(
+            err.contains(name) && err.contains("refuse"),
+            "{name}: {err}"
+        );
+        assert_eq!(knob_values(&db).await, before, "run set {name}");
+        assert_eq!(std::fs::read(run.state()).unwrap(), tampered, "{name}");
+    }
+
+    // A state file (or its directory) others may write, or another user's: not
+    // trusted at all, whatever it says.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(run.state(), &genuine).unwrap();
+        let state = run.state();
+        let dir = run.dir.path().to_path_buf();
+        let cases: [(&str, Fix, Fix); 3] = [
+            (
+                "file mode 0666",
+                Box::new(|| {
+                    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o666))
+                        .unwrap()
+                }),
+                Box::new(|| {
+                    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o600))
+                        .unwrap()
+                }),
+            ),
+            (
+                "directory mode 0777",
+                Box::new(|| {
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap()
+                }),
+                Box::new(|| {
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap()
+                }),
+            ),
+            (
+                "owned by another user",
+                Box::new(|| std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap()),
+                Box::new(|| std::os::unix::fs::chown(&state, Some(0), Some(0)).unwrap()),
+            ),
+        ];
+        let root = rustix::process::geteuid().is_root();
+        for (what, break_it, fix_it) in &cases {
+            if *what == "owned by another user" && !root {
+                eprintln!("skipping `{what}`: chown needs root");
+                continue;
+            }
+            break_it();
+            let out = run.command(
+                &db.dsn(),
+                &["restore", "--state-file", run.state().to_str().unwrap()],
+            );
+            assert!(!out.status.success(), "{what}: {}", text(&out));
+            assert!(
+                text(&out).contains("refusing to trust"),
+                "{what}: {}",
+                text(&out)
+            );
+            let child = run.spawn(&db.dsn(), &[]);
+            let (code, err) = wait_exit(child, Duration::from_secs(30));
+            assert_eq!(code, Some(1), "{what}: {err}");
+            assert!(err.contains("chmod go-w"), "{what}: {err}");
+            assert_eq!(knob_values(&db).await, before, "{what}");
+            fix_it();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_live_instances_never_both_act() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(CONFIG);
+    let first = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    let pid = first.id().to_string();
+
+    // A second live run on the same state file: refused, naming the holder.
+    let second = run.spawn(&db.dsn(), &[]);
+    let (code, err) = wait_exit(second, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("pid {pid}")), "{err}");
+
+    // With a state file of its own: the server is claimed by the first.
+    let own = run.dir.path().join("second");
+    std::fs::create_dir(&own).unwrap();
+    let second = run.spawn_at(
+        &db.dsn(),
+        &[],
+        &own.join("audit.jsonl"),
+        &own.join("state.json"),
+    );
+    let (code, err) = wait_exit(second, Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("another live innopilot"), "{err}");
+
+    // `restore` under the live run refuses and leaves its change in place: had it
+    // set anything, the live run would see a value it did not set (an operator's).
+    let out = run.command(
+        &db.dsn(),
+        &["restore", "--state-file", run.state().to_str().unwrap()],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("pid {pid}")), "{}", text(&out));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        events(&run.records(), "operator_override").is_empty(),
+        "something changed the live run's knobs under it"
+    );
+    assert_ne!(
+        std::fs::read_to_string(run.state()).unwrap(),
+        "",
+        "the live run's state is kept"
+    );
+
+    // `release` of a knob the run does not hold as operator-owned: nothing done, exit 1.
+    let out = run.command(
+        &db.dsn(),
+        &[
+            "release",
+            "innodb_purge_threads",
+            "--state-file",
+            run.state().to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("nothing to release"), "{}", text(&out));
+
+    // A dry-run beside it does not advise `innopilot restore`.
+    let dry = run.spawn_at(
+        &db.dsn(),
+        &["--dry-run"],
+        &own.join("dry.jsonl"),
+        &run.state(),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    signal(&dry, "TERM");
+    let (code, err) = wait_exit(dry, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("innopilot restore"), "{err}");
+    assert!(err.contains(&format!("pid {pid}")), "{err}");
+
+    signal(&first, "TERM");
+    let (code, err) = wait_exit(first, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    drop(load);
+    assert_eq!(knob_values(&db).await, startup);
+
+    // Nothing runs now: release and restore say so and fail.
+    let out = run.command(
+        &db.dsn(),
+        &[
+            "release",
+            "innodb_purge_threads",
+            "--state-file",
+            run.state().to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("no live innopilot"), "{}", text(&out));
+    let out = run.command(
+        &db.dsn(),
+        &["restore", "--state-file", run.state().to_str().unwrap()],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("nothing to restore"), "{}", text(&out));
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_symlinks_are_never_followed() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(CONFIG);
+    let victim = run.dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let release = run.dir.path().join("state.json.release");
+    let lock = run.dir.path().join("state.json.lock");
+
+    // A link as the lock file: live mode refuses, the target untouched.
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let child = run.spawn(&db.dsn(), &[]);
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    std::fs::remove_file(&lock).unwrap();
+
+    // A link as the release mailbox: neither the run nor `innopilot release` reads
+    // or writes through it.
+    std::os::unix::fs::symlink(&victim, &release).unwrap();
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    // An operator's change, so that there is something to release.
+    let io = startup["innodb_io_capacity"].clone().unwrap();
+    db.exec("SET GLOBAL innodb_io_capacity = 777").await;
+    eventually(
+        "operator_override",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async { (!events(&run.records(), "operator_override").is_empty()).then_some(()) },
+    )
+    .await;
+    let out = run.command(
+        &db.dsn(),
+        &[
+            "release",
+            "innodb_io_capacity",
+            "--state-file",
+            run.state().to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("symbolic link"), "{}", text(&out));
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    drop(load);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(std::fs::symlink_metadata(&release)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // Temp and probe files are random and gone: only the files innopilot names.
+    let mut names: Vec<String> = std::fs::read_dir(run.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".state.json"))
+        .collect();
+    names.sort();
+    assert!(names.is_empty(), "left behind: {names:?}");
+    // The operator's value stays (innopilot never reverts it); everything else is back.
+    assert_eq!(knob(&db, "innodb_io_capacity").await, 777);
+    db.exec(&format!("SET GLOBAL innodb_io_capacity = {io}"))
+        .await;
+    assert_eq!(knob_values(&db).await, startup);
+}
