@@ -326,13 +326,23 @@ impl<S: Server> Controller<S> {
         }
     }
 
-    fn emit(&mut self, event: Event) {
-        let unix_ms = self
-            .last_signals
+    /// The time of an event happening now. A real server: the wall clock (the last
+    /// sample's time dated events after an outage back to before it, and the stop
+    /// seconds early). Simulated or replayed servers live in virtual time, in which
+    /// their samples are dated: the last sample's time, else the wall clock.
+    fn event_unix_ms(&self) -> u64 {
+        if self.server.real_time() {
+            return now_unix_ms();
+        }
+        self.last_signals
             .as_ref()
             .map(|s| s.sample.unix_ms)
             .filter(|t| *t > 0)
-            .unwrap_or_else(now_unix_ms);
+            .unwrap_or_else(now_unix_ms)
+    }
+
+    fn emit(&mut self, event: Event) {
+        let unix_ms = self.event_unix_ms();
         self.count_event(&event);
         let mode = self.mode();
         if !emit(&mut self.audit, mode, unix_ms, event) {

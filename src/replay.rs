@@ -199,6 +199,10 @@ impl<S: Server> Server for RecordingServer<S> {
         self.inner.instance()
     }
 
+    fn real_time(&self) -> bool {
+        self.inner.real_time()
+    }
+
     async fn claim(&mut self) -> Result<Option<String>, ServerError> {
         self.inner.claim().await
     }

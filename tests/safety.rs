@@ -440,3 +440,85 @@ async fn planted_symlinks_are_never_followed() {
         .await;
     assert_eq!(knob_values(&db).await, startup);
 }
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_events_carry_their_own_time() {
+    let db = MariaDb::new();
+    let startup = knob_values(&db).await;
+    let proxy = common::proxy::Proxy::start(db.port()).await;
+    let run = Run::with_config(CONFIG);
+    let child = started(&run, &proxy.dsn()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // An outage of about 4 s: every query and reconnect times out meanwhile.
+    proxy.stall(true);
+    let lost = eventually(
+        "connection_lost",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            events(&run.records(), "connection_lost")
+                .first()
+                .map(|r| (*r).clone())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let cleared_ms = unix_ms();
+    proxy.stall(false);
+    let regained = eventually(
+        "connection_regained",
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        || async {
+            events(&run.records(), "connection_regained")
+                .first()
+                .map(|r| (*r).clone())
+        },
+    )
+    .await;
+    let (lost_ms, regained_ms) = (
+        lost["unix_ms"].as_u64().unwrap(),
+        regained["unix_ms"].as_u64().unwrap(),
+    );
+    // Stamped when it happened: after the path cleared, not at the loss's time.
+    assert!(
+        regained_ms + 50 >= cleared_ms,
+        "connection_regained at {regained_ms}, the path cleared at {cleared_ms}"
+    );
+    assert!(
+        regained_ms >= lost_ms + 3_000,
+        "regained {regained_ms} vs lost {lost_ms}"
+    );
+    let down = regained["down_ms"].as_u64().unwrap();
+    assert!(
+        regained_ms.abs_diff(lost_ms + down) < 1_500,
+        "down_ms {down} disagrees with the stamps {lost_ms} → {regained_ms}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let term_ms = unix_ms();
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    let recs = run.records();
+    let stop = events(&recs, "stop")[0];
+    let stop_ms = stop["unix_ms"].as_u64().unwrap();
+    assert!(
+        stop_ms + 50 >= term_ms,
+        "stop stamped {stop_ms}, SIGTERM sent at {term_ms}"
+    );
+    assert_eq!(stop["restored"], true, "{stop}");
+    // Records are in time order.
+    let times: Vec<u64> = recs
+        .iter()
+        .map(|r| r["unix_ms"].as_u64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1] + 5), "{times:?}");
+    assert_eq!(knob_values(&db).await, startup);
+}

@@ -198,6 +198,13 @@ pub trait Server: Send {
         None
     }
 
+    /// Whether this server lives in real time, so that events are stamped with the wall
+    /// clock when they happen. The simulator and replays date their samples in virtual
+    /// time, and events with the last sample's time.
+    fn real_time(&self) -> bool {
+        false
+    }
+
     /// Claims the server for one live innopilot: `Ok(None)` when this connection holds
     /// the claim (again, after a reconnect), `Ok(Some(holder))` describing who holds it
     /// otherwise. Servers without such a thing (the simulator) are always free.

@@ -712,6 +712,10 @@ impl Server for LiveServer {
         self.instance.clone()
     }
 
+    fn real_time(&self) -> bool {
+        true
+    }
+
     async fn claim(&mut self) -> Result<Option<String>, ServerError> {
         // A named lock on the server itself, held by the sampling connection: it
         // keeps two live runs off one server wherever they run and whatever state
