@@ -522,3 +522,47 @@ async fn audit_events_carry_their_own_time() {
     assert!(times.windows(2).all(|w| w[0] <= w[1] + 5), "{times:?}");
     assert_eq!(knob_values(&db).await, startup);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn privilege_through_a_default_role_is_recognised() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    // SUPER only through a default role; what observing needs, directly.
+    db.exec("CREATE ROLE tuner").await;
+    db.exec("GRANT SUPER ON *.* TO tuner").await;
+    let dsn = db
+        .create_user(
+            "roleuser",
+            "r0le-pw",
+            &["PROCESS, REPLICATION CLIENT ON *.*"],
+        )
+        .await;
+    db.exec("GRANT tuner TO 'roleuser'@'127.0.0.1'").await;
+    db.exec("SET DEFAULT ROLE tuner FOR 'roleuser'@'127.0.0.1'")
+        .await;
+    // Without the role, the same grants are refused with exit 3.
+    let plain = db
+        .create_user(
+            "plainuser",
+            "pl4in-pw",
+            &["PROCESS, REPLICATION CLIENT ON *.*"],
+        )
+        .await;
+
+    let run = Run::with_config(CONFIG);
+    let child = run.spawn(&plain, &[]);
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(knob_values(&db).await, startup);
+
+    let child = run.spawn(&dsn, &[]);
+    let applied = wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    // The server took the SET on the role's privilege (read back from the server).
+    assert_eq!(applied["readback"], applied["to"], "{applied}");
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    drop(load);
+    assert_eq!(knob_values(&db).await, startup);
+}
