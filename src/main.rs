@@ -323,6 +323,10 @@ async fn run_controller(
     // Installed first: SIGHUP's default action would end the process.
     let hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
     let dry_run = dry_run || config.control.dry_run;
+    match innopilot::connect::raise_fd_limit() {
+        Ok(n) => tracing::debug!("open files limit: {n}"),
+        Err(e) => tracing::warn!("cannot raise the open files limit: {e}"),
+    }
     let overrides = RunOverrides {
         audit: audit_path.map(Path::to_path_buf),
         state_file: state_file.map(Path::to_path_buf),

@@ -566,3 +566,79 @@ async fn privilege_through_a_default_role_is_recognised() {
     drop(load);
     assert_eq!(knob_values(&db).await, startup);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_flood_under_a_low_fd_limit_cannot_starve_the_restore() {
+    use std::process::{Command, Stdio};
+    use tokio::io::AsyncWriteExt;
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(CONFIG);
+    let port = common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // 64 descriptors, soft and hard: raising the soft limit cannot help here, only
+    // the cap on HTTP connections can.
+    let child = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .arg("--")
+        .arg(common::innopilot_bin())
+        .args(["run", "--listen", &listen, "--config"])
+        .arg(run.config())
+        .arg("--dsn")
+        .arg(db.dsn())
+        .arg("--audit")
+        .arg(run.audit())
+        .arg("--state-file")
+        .arg(run.state())
+        .env("RUST_LOG", "innopilot=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prlimit (util-linux) runs innopilot");
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+
+    // Held-open partial requests on /metrics, more than the limit, renewed as
+    // innopilot drops them on its read deadline.
+    let flood = tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            for _ in 0..50 {
+                if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await;
+                    held.push(s);
+                }
+            }
+            if held.len() > 600 {
+                held.drain(..50);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Kill innopilot's database connection (it holds the `innopilot` lock): it must
+    // reconnect with the flood still on.
+    let id = db
+        .query_scalar_string("SELECT CAST(IS_USED_LOCK('innopilot') AS CHAR)")
+        .await
+        .expect("innopilot holds its claim");
+    db.exec(&format!("KILL {}", id.parse::<u64>().unwrap()))
+        .await;
+    eventually(
+        "connection_regained after the KILL",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || async { (!events(&run.records(), "connection_regained").is_empty()).then_some(()) },
+    )
+    .await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    flood.abort();
+    drop(load);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("Too many open files"), "{err}");
+    let recs = run.records();
+    assert_eq!(events(&recs, "stop")[0]["restored"], true);
+    assert_eq!(knob_values(&db).await, startup);
+}
