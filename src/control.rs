@@ -113,6 +113,10 @@ fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Room reserved in the audit log before each live SET: a decision record, its
+/// failure record and a restore record fit several times over.
+const AUDIT_RESERVE: u64 = 16 * 1024;
+
 /// Path of the release mailbox beside the state file: `innopilot release KNOB` appends
 /// knob names there; the loop reads and removes it each tick.
 pub fn release_path(state_file: &std::path::Path) -> PathBuf {
@@ -750,6 +754,15 @@ impl<S: Server> Controller<S> {
             let Some((Verdict::Apply { notes, .. }, d)) = verdicts.remove(&knob) else {
                 continue;
             };
+            // Like the state file, the audit trail comes before the change: a SET
+            // whose record could not be written is not sent.
+            if !self.opts.dry_run {
+                if let Err(e) = self.audit.reserve(AUDIT_RESERVE) {
+                    self.telemetry.count_error("audit");
+                    tracing::error!("not changing {knob} ({from} -> {to}): the change could not be audited: {e}");
+                    continue;
+                }
+            }
             self.stats.decisions += 1;
             match self
                 .actuator

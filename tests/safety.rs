@@ -642,3 +642,152 @@ async fn http_flood_under_a_low_fd_limit_cannot_starve_the_restore() {
     assert_eq!(events(&recs, "stop")[0]["restored"], true);
     assert_eq!(knob_values(&db).await, startup);
 }
+
+/// A small tmpfs, unmounted on drop; `None` (with the reason) where mounting is not
+/// permitted.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fills the file system of `dir` with a file `name`, to the last byte it takes.
+fn fill(dir: &Path, name: &str) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join(name)).unwrap();
+    let block = vec![b'x'; 512];
+    while f.write_all(&block).is_ok() {}
+    for _ in 0..512 {
+        if f.write_all(b"x").is_err() {
+            break;
+        }
+    }
+}
+
+/// Every line of an audit file is a whole JSON record.
+fn assert_whole_records(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    for (i, line) in text.lines().enumerate() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "line {} of {} is not a record: {line:?}",
+            i + 1,
+            path.display()
+        );
+    }
+    assert!(text.is_empty() || text.ends_with('\n'), "torn last line");
+    text.lines().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_audit_volume_blocks_changes_and_tears_no_record() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(CONFIG);
+    let vol = run.dir.path().join("auditvol");
+    let _tmpfs = match Tmpfs::mount(&vol, "64k") {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("skipping the full-volume case: cannot mount a tmpfs here: {why}");
+            return;
+        }
+    };
+    let audit = vol.join("audit.jsonl");
+    // Full from the start: the start record may or may not fit, no decision will.
+    fill(&vol, "filler");
+    let child = run.spawn_at(&db.dsn(), &[], &audit, &run.state());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Under this load the policy moves purge threads within a second or two when it
+    // may (see the other tests): here it may not, so the server is untouched.
+    assert_eq!(
+        knob_values(&db).await,
+        startup,
+        "a change was made that could not be audited"
+    );
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(state.contains("\"last_set\": {}"), "{state}");
+    // Space returns: innopilot acts again, and every record in the file is whole.
+    std::fs::remove_file(vol.join("filler")).unwrap();
+    eventually(
+        "an applied decision once space returned",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            common::run::read_jsonl(&audit)
+                .into_iter()
+                .find(|r| r["event"] == "decision" && r["applied"] == true)
+        },
+    )
+    .await;
+    // Full again mid-run: records are cut back whole, never torn.
+    fill(&vol, "filler2");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_whole_records(&audit);
+    std::fs::remove_file(vol.join("filler2")).unwrap();
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    drop(load);
+    assert_whole_records(&audit);
+    assert_eq!(knob_values(&db).await, startup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_audit_file_is_noticed_and_reopened() {
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let run = Run::with_config(CONFIG);
+    let child = run.spawn(&db.dsn(), &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    std::fs::remove_file(run.audit()).unwrap();
+    // The next change needs the audit trail: innopilot notices the file is gone and
+    // writes to a new one at the same path.
+    db.exec("SET GLOBAL innodb_io_capacity = 777").await;
+    eventually(
+        "records in a new audit file",
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        || async { (!events(&run.records(), "operator_override").is_empty()).then_some(()) },
+    )
+    .await;
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    drop(load);
+    let recs = run.records();
+    assert_eq!(events(&recs, "stop")[0]["restored"], true);
+    assert_whole_records(&run.audit());
+    assert_eq!(knob(&db, "innodb_io_capacity").await, 777);
+    let io = startup["innodb_io_capacity"].clone().unwrap();
+    db.exec(&format!("SET GLOBAL innodb_io_capacity = {io}"))
+        .await;
+    assert_eq!(knob_values(&db).await, startup);
+}
