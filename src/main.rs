@@ -558,7 +558,11 @@ fn check_config(cli: &Cli) -> anyhow::Result<()> {
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "built-in defaults".into());
     println!("{source}: OK");
-    println!("{config:#?}");
+    let mut shown = config;
+    if let Some(dsn) = shown.server.dsn.as_mut() {
+        *dsn = innopilot::server::dsn::redact_dsn(dsn);
+    }
+    println!("{shown:#?}");
     Ok(())
 }
 
@@ -796,6 +800,12 @@ fn main() -> ExitCode {
         Command::Simulate { .. } | Command::Replay { .. }
     );
     init_logging(cli.global.log_format, offline);
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(w) = innopilot::server::dsn::argv_password_warning(&args) {
+        tracing::warn!("{w}");
+    }
     if let Some(result) = run_offline(&cli) {
         return match result {
             Ok(()) => ExitCode::SUCCESS,

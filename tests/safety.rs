@@ -791,3 +791,86 @@ async fn deleted_audit_file_is_noticed_and_reopened() {
         .await;
     assert_eq!(knob_values(&db).await, startup);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_leave_the_process() {
+    const PW: &str = "Zq9-hush-7Kx";
+    let db = MariaDb::new();
+    let load = loaded(&db).await;
+    let startup = knob_values(&db).await;
+    let dsn = db
+        .create_user(
+            "secretuser",
+            PW,
+            &["SUPER, PROCESS, REPLICATION CLIENT ON *.*"],
+        )
+        .await;
+    assert!(dsn.contains(PW));
+    let run = Run::with_config(CONFIG);
+    let mut outputs: Vec<(String, String)> = Vec::new();
+
+    // A live run with the password on the command line: warned about, and in none of
+    // its outputs.
+    let child = run.spawn(&dsn, &[]);
+    wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(40)).await;
+    signal(&child, "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("/proc/PID/cmdline"), "no warning: {err}");
+    outputs.push((
+        "run stdout".into(),
+        String::from_utf8_lossy(&out.stdout).into(),
+    ));
+    outputs.push(("run stderr".into(), err));
+    outputs.push((
+        "audit log".into(),
+        std::fs::read_to_string(run.audit()).unwrap(),
+    ));
+    outputs.push((
+        "state file".into(),
+        std::fs::read_to_string(run.state()).unwrap(),
+    ));
+
+    // check-config with the DSN in the file.
+    let cfg = run.dir.path().join("with-dsn.toml");
+    std::fs::write(
+        &cfg,
+        CONFIG.replace("[server]\n", &format!("[server]\ndsn = {dsn:?}\n")),
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::innopilot_bin())
+        .args(["check-config", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("secretuser:***@"), "{}", text(&out));
+    outputs.push(("check-config".into(), text(&out)));
+
+    // Malformed DSNs whose password holds raw `@` and `?`: the error shows none of it.
+    let port = db.port();
+    for bad in [
+        format!("mysql://secretuser:{PW}@x?y@127.0.0.1:{port}/"),
+        format!("mysql://secretuser:{PW}?y@x@127.0.0.1:{port}/"),
+        format!("mysql://secretuser:{PW}@127.0.0.1:x{PW}?@h/"),
+    ] {
+        let out = run.command(&bad, &["status"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        outputs.push((format!("status --dsn {}", bad.len()), text(&out)));
+    }
+    // The advice innopilot gives never puts a password on a command line.
+    let out = std::process::Command::new(common::innopilot_bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    outputs.push(("--help".into(), text(&out)));
+
+    for (what, out) in &outputs {
+        for fragment in [PW, "hush", "Zq9", "7Kx"] {
+            assert!(!out.contains(fragment), "{what} shows `{fragment}`:\n{out}");
+        }
+    }
+    drop(load);
+    assert_eq!(knob_values(&db).await, startup);
+}
