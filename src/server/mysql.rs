@@ -64,6 +64,8 @@ pub struct LiveServer {
     epoch: Instant,
     /// What the server is, from the last probe (see [`Server::instance`]).
     instance: Option<String>,
+    /// The session that last took the server's claim ([`Server::claim`]).
+    claim_session: Option<u64>,
 }
 
 fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
@@ -183,6 +185,7 @@ impl LiveServer {
             knob_sql: String::new(),
             epoch: Instant::now(),
             instance: None,
+            claim_session: None,
         }
     }
 
@@ -731,14 +734,27 @@ impl Server for LiveServer {
             let rows = self
                 .fetch(
                     "claiming the server (GET_LOCK)",
-                    "SELECT CAST(GET_LOCK('innopilot', 0) AS CHAR), CAST(IS_USED_LOCK('innopilot') AS CHAR)",
+                    "SELECT CAST(GET_LOCK('innopilot', 0) AS CHAR), CAST(IS_USED_LOCK('innopilot') AS CHAR), CAST(CONNECTION_ID() AS CHAR)",
                 )
                 .await?;
             let r = rows.first();
-            if r.and_then(|r| col(r, 0)).as_deref() == Some("1") {
+            let num = |i| r.and_then(|r| col(r, i)).and_then(|v| parse_u64(&v).ok());
+            if num(0) == Some(1) {
+                self.claim_session = num(2);
                 return Ok(None);
             }
-            holder = r.and_then(|r| col(r, 1)).and_then(|v| parse_u64(&v).ok());
+            holder = num(1);
+            // Our own earlier session, cut off on our side but still alive on the
+            // server (a network blip: the server has not noticed yet). It is ours to
+            // end; the id is a typed integer, so it may go into the statement.
+            if let (Some(h), Some(old)) = (holder, self.claim_session) {
+                if h == old && num(2) != Some(old) {
+                    let _ = self
+                        .fetch("ending innopilot's stale session", &format!("KILL {old}"))
+                        .await;
+                    self.claim_session = None;
+                }
+            }
         }
         let Some(id) = holder else {
             // Released between the two calls: try once more next time.
