@@ -979,6 +979,29 @@ mod tests {
     }
 
     #[test]
+    fn deleted_or_replaced_file_is_reopened() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&cfg(&path, 0, 1)).unwrap();
+        log.write(&warning(100)).unwrap();
+        // Deleted: the next record goes to a new file at the path, not the lost inode.
+        fs::remove_file(&path).unwrap();
+        log.reserve(4096).unwrap();
+        log.write(&warning(101)).unwrap();
+        assert_eq!(all_records(&path, 0), vec![101]);
+        // Replaced by another file (renamed over it): followed too.
+        let other = d.path().join("other");
+        fs::write(&other, "").unwrap();
+        fs::rename(&other, &path).unwrap();
+        log.write(&warning(102)).unwrap();
+        assert_eq!(all_records(&path, 0), vec![102]);
+        // Room reserved for the next records does not change the file's length.
+        let len = fs::metadata(&path).unwrap().len();
+        log.reserve(1 << 20).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), len);
+    }
+
+    #[test]
     fn external_truncation_is_noticed() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("audit.jsonl");
