@@ -245,7 +245,7 @@ impl<S: Server> Controller<S> {
                 }
             }
             store_opt = Some(store);
-        } else if let Ok(Some(saved)) = store.load() {
+        } else if let Some(saved) = store.peek() {
             if !saved.clean {
                 // A healthy live run holds the lock: its state is unclean because it
                 // is running, and restoring would undo its work.

@@ -121,10 +121,7 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     let signals = window.push(server.sample().await?);
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
-    let state = StateStore::new(config.control.state_file.clone())
-        .load()
-        .ok()
-        .flatten();
+    let state = StateStore::new(config.control.state_file.clone()).peek();
     if json {
         let mut v = report::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = report::controller_json(state.as_ref());

@@ -179,8 +179,23 @@ impl StateStore {
         };
         check_private(&self.path, &f.metadata().map_err(read_error)?)?;
         check_private(&self.dir(), &fs::metadata(self.dir()).map_err(read_error)?)?;
+        self.parse(&mut f)
+    }
+
+    /// The saved state for display only (`innopilot status`, which may run as another
+    /// user): no owner or mode check, since nothing is set from it. `None` when absent
+    /// or unreadable.
+    pub fn peek(&self) -> Option<StateFile> {
+        let mut f = open_nofollow(&self.path, OpenOptions::new().read(true)).ok()?;
+        self.parse(&mut f).ok().flatten()
+    }
+
+    fn parse(&self, f: &mut File) -> Result<Option<StateFile>, StateError> {
         let mut text = String::new();
-        f.read_to_string(&mut text).map_err(read_error)?;
+        f.read_to_string(&mut text).map_err(|e| StateError::Read {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
         let corrupt = |message: String| StateError::Corrupt {
             path: self.path.clone(),
             message,
@@ -402,7 +417,8 @@ fn check_private(path: &Path, meta: &fs::Metadata) -> Result<(), StateError> {
         };
         if meta.uid() != me && meta.uid() != 0 {
             return Err(unsafe_(format!(
-                "it is owned by uid {}, and innopilot runs as uid {me}",
+                "it is owned by uid {}, and innopilot runs as uid {me} (run it as the \
+                 owner, e.g. `sudo -u` the service user, or change the owner)",
                 meta.uid()
             )));
         }
@@ -721,7 +737,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn state_others_can_write_is_refused() {
+    fn state_others_can_write_is_refused_but_may_be_shown() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
         let store = StateStore::new(d.path().join("state.json"));
@@ -730,6 +746,8 @@ mod tests {
         let e = store.load().unwrap_err();
         assert!(matches!(e, StateError::Unsafe { .. }), "{e:?}");
         assert!(e.to_string().contains("chmod go-w"), "{e}");
+        // Shown (status) but never acted on.
+        assert_eq!(store.peek(), Some(sample_state()));
         fs::set_permissions(store.path(), fs::Permissions::from_mode(0o600)).unwrap();
         fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
         assert!(matches!(store.load(), Err(StateError::Unsafe { .. })));
