@@ -27,6 +27,10 @@ const MAX_HEAD: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a client gets to take the answer.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once. Beyond it new ones wait in the kernel's accept queue,
+/// which costs innopilot no file descriptor: a flood of held-open requests must never
+/// use up the descriptors the database connection and the restore need.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// Where the endpoints read from: the controller publishes, the server reads.
 pub type SnapshotRx = watch::Receiver<Arc<Snapshot>>;
@@ -55,8 +59,13 @@ pub fn spawn(
     rx: SnapshotRx,
     stale_after: Duration,
 ) -> tokio::task::JoinHandle<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
+            // A slot first, then accept: at most MAX_CONNECTIONS sockets are open.
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
             let (stream, peer) = match listener.accept().await {
                 Ok(c) => c,
                 Err(e) => {
@@ -71,6 +80,7 @@ pub fn spawn(
                 if let Err(e) = handle(stream, &rx, stale_after).await {
                     tracing::debug!(%peer, "http: {e}");
                 }
+                drop(slot);
             });
         }
     })

@@ -15,14 +15,14 @@ use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, P
 use innopilot::commands::status;
 use innopilot::commands::watch::WatchOptions;
 use innopilot::config::{Config, ConfigError, Overrides};
-use innopilot::control::audit::{AuditLog, Mode};
+use innopilot::control::audit::AuditLog;
 use innopilot::control::state::StateStore;
-use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
+use innopilot::control::{ControlError, Controller, Reload, RunOptions};
 use innopilot::metrics::Snapshot;
 use innopilot::server::connect::{live_server, resolve_target, wait_for_server, PASSWORD_ENV};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
-use innopilot::server::{Server, ServerError};
+use innopilot::server::ServerError;
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -77,6 +77,14 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(c) = cause.downcast_ref::<ControlError>() {
             return c.exit_code();
         }
+        if let Some(r) = cause.downcast_ref::<innopilot::commands::restore::RestoreError>() {
+            return match r {
+                innopilot::commands::restore::RestoreError::Server(ServerError::Denied {
+                    ..
+                }) => 3,
+                r => r.exit_code(),
+            };
+        }
         if let Some(
             innopilot::sim::SimError::UnknownScenario(_) | innopilot::sim::SimError::UnknownPeer(_),
         ) = cause.downcast_ref::<innopilot::sim::SimError>()
@@ -111,10 +119,7 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
         status::snapshot(&mut server, config.sampler.interval, config.sampler.window).await?;
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
-    let state = StateStore::new(config.control.state_file.clone())
-        .load()
-        .ok()
-        .flatten();
+    let state = StateStore::new(config.control.state_file.clone()).peek();
     if json {
         let mut v = status::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = status::controller_json(state.as_ref());
@@ -216,6 +221,10 @@ async fn run_controller(
     // Installed first: SIGHUP's default action would end the process.
     let hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
     let dry_run = config.control.dry_run;
+    match innopilot::server::connect::raise_fd_limit() {
+        Ok(n) => tracing::debug!("open files limit: {n}"),
+        Err(e) => tracing::warn!("cannot raise the open files limit: {e}"),
+    }
     let (snapshot_tx, snapshot_rx) = tokio::sync::watch::channel(Arc::new(Snapshot {
         dry_run,
         interval: config.sampler.interval,
@@ -396,21 +405,18 @@ async fn diagnose_cmd(
     Ok(())
 }
 
-fn release(
+async fn release(
     config: &Config,
     knob: innopilot::server::Knob,
     state_file: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    use std::io::Write;
     let state = state_file.unwrap_or(&config.control.state_file);
-    let path = release_path(state);
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot write the release request {}", path.display()))?;
-    writeln!(f, "{}", knob.var_name())?;
-    println!("asked the innopilot using {} to take {knob} back at its next tick (see the audit log for `released`)", state.display());
+    // The run reads requests once per tick: a few ticks, and never less than 5 s.
+    let wait = (config.sampler.interval * 4).max(Duration::from_secs(5));
+    println!(
+        "{}",
+        innopilot::commands::restore::release(state, knob, wait).await?
+    );
     Ok(())
 }
 
@@ -419,46 +425,11 @@ async fn restore(
     config: &Config,
     state_file: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let store = StateStore::new(
-        state_file
-            .unwrap_or(&config.control.state_file)
-            .to_path_buf(),
-    );
-    let saved = match store.load()? {
-        None => {
-            println!(
-                "no state file at {}: nothing to restore",
-                store.path().display()
-            );
-            return Ok(());
-        }
-        Some(s) if s.clean => {
-            println!(
-                "{}: the last run finished cleanly; nothing to restore",
-                store.path().display()
-            );
-            return Ok(());
-        }
-        Some(s) => s,
-    };
+    let path = state_file.unwrap_or(&config.control.state_file);
     let mut server = server_from(cli, config)?;
     let target = server.target().to_string();
-    server.probe().await?;
-    let mut audit = AuditLog::open(&config.audit).unwrap_or_else(|e| {
-        tracing::warn!("restoring without an audit log: {e}");
-        AuditLog::discard()
-    });
-    let all = recover(&mut server, &saved, &target, &mut audit, Mode::Live).await?;
-    if !all {
-        anyhow::bail!(
-            "some knobs could not be restored (see the audit log); the state file was kept"
-        );
-    }
-    let mut done = saved.clone();
-    done.clean = true;
-    done.last_set.clear();
-    store.save(&done)?;
-    println!("baseline restored from {}", store.path().display());
+    let done = innopilot::commands::restore::restore(&mut server, &target, config, path).await?;
+    println!("{done}; {} marked clean", path.display());
     Ok(())
 }
 
@@ -471,7 +442,11 @@ fn check_config(cli: &Cli) -> anyhow::Result<()> {
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "built-in defaults".into());
     println!("{source}: OK");
-    println!("{config:#?}");
+    let mut shown = config;
+    if let Some(dsn) = shown.server.dsn.as_mut() {
+        *dsn = innopilot::server::dsn::redact_dsn(dsn);
+    }
+    println!("{shown:#?}");
     Ok(())
 }
 
@@ -545,7 +520,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Release { knob, state_file } => {
             let config = load_config(&cli)?;
-            release(&config, *knob, state_file.as_deref())
+            release(&config, *knob, state_file.as_deref()).await
         }
         Command::Restore { state_file } => {
             let config = load_config(&cli)?;
@@ -706,6 +681,12 @@ fn main() -> ExitCode {
         Command::Simulate { .. } | Command::Replay { .. }
     );
     init_logging(cli.global.log_format, offline);
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(w) = innopilot::server::dsn::argv_password_warning(&args) {
+        tracing::warn!("{w}");
+    }
     if let Some(result) = run_offline(&cli) {
         return match result {
             Ok(()) => ExitCode::SUCCESS,

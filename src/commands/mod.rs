@@ -7,6 +7,7 @@
 pub mod diagnose;
 pub mod drain;
 pub mod replay;
+pub mod restore;
 pub mod status;
 pub mod watch;
 

@@ -477,10 +477,11 @@ impl AuditLog {
             }
         }
 
+        self.follow_path();
         // The whole line in one write call (O_APPEND), so a crash cuts at most the
         // last line and never leaves half a record in the middle of the file.
         let result = match &mut self.sink {
-            Sink::File(f) => f.write_all(&line).and_then(|()| f.flush()),
+            Sink::File(f) => write_whole(f, &line),
             Sink::Stdout => {
                 let mut out = io::stdout().lock();
                 out.write_all(&line).and_then(|()| out.flush())
@@ -495,6 +496,58 @@ impl AuditLog {
         self.size += len;
         self.written += 1;
         rotate_error.map_or(Ok(()), Err)
+    }
+
+    /// Makes sure the next records up to `bytes` can be written: follows the path (a
+    /// deleted or replaced file is reopened) and reserves the space on disk. Live mode
+    /// calls it before each SET: a change that could not be audited is not made.
+    /// Sinks other than a file always have room.
+    pub fn reserve(&mut self, bytes: u64) -> Result<(), AuditError> {
+        self.follow_path();
+        let Sink::File(f) = &self.sink else {
+            return Ok(());
+        };
+        let err = |message: String| AuditError::Write {
+            path: self.path.clone(),
+            message,
+        };
+        let size = f.metadata().map_err(|e| err(e.to_string()))?.len();
+        // KEEP_SIZE: the blocks are allocated past the end without changing the file's
+        // length, and the next appends land in them.
+        match rustix::fs::fallocate(f, rustix::fs::FallocateFlags::KEEP_SIZE, size, bytes) {
+            Ok(()) => Ok(()),
+            // A file system that cannot preallocate: nothing to reserve with.
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+            Err(e) => Err(err(format!("cannot reserve {bytes} bytes: {e}"))),
+        }
+    }
+
+    /// Reopens the file when the path no longer leads to the file innopilot has open
+    /// (deleted, or replaced by someone else): records written to a deleted inode
+    /// reach nobody.
+    fn follow_path(&mut self) {
+        let Sink::File(f) = &self.sink else {
+            return;
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let same = match (fs::metadata(&self.path), f.metadata()) {
+                (Ok(p), Ok(o)) => p.dev() == o.dev() && p.ino() == o.ino(),
+                _ => false,
+            };
+            if same {
+                return;
+            }
+            tracing::warn!(
+                "audit log {} was deleted or replaced; reopening it",
+                self.path.display()
+            );
+            if let Ok((file, size)) = open_append(&self.path) {
+                self.sink = Sink::File(file);
+                self.size = size;
+            }
+        }
     }
 
     /// Reopens the file at the configured path, for when something outside innopilot
@@ -550,6 +603,31 @@ impl AuditLog {
         self.size = size;
         Ok(())
     }
+}
+
+/// Appends `line` with one write call, or nothing: a short write (a full disk) is cut
+/// back to the previous length, so the file never holds half a record for the next one
+/// to be glued to.
+fn write_whole(f: &mut File, line: &[u8]) -> io::Result<()> {
+    let before = f.metadata()?.len();
+    let n = match f.write(line) {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = f.set_len(before);
+            return Err(e);
+        }
+    };
+    if n < line.len() {
+        let _ = f.set_len(before);
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "only {n} of {} bytes written; the record was taken back",
+                line.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn numbered(path: &Path, i: u32) -> PathBuf {
@@ -944,6 +1022,29 @@ mod tests {
         }
         assert_eq!(lines(&path).len(), 1);
         assert_eq!(all_records(&path, 2), vec![102, 103, 104]);
+    }
+
+    #[test]
+    fn deleted_or_replaced_file_is_reopened() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.jsonl");
+        let mut log = AuditLog::open(&cfg(&path, 0, 1)).unwrap();
+        log.write(&warning(100)).unwrap();
+        // Deleted: the next record goes to a new file at the path, not the lost inode.
+        fs::remove_file(&path).unwrap();
+        log.reserve(4096).unwrap();
+        log.write(&warning(101)).unwrap();
+        assert_eq!(all_records(&path, 0), vec![101]);
+        // Replaced by another file (renamed over it): followed too.
+        let other = d.path().join("other");
+        fs::write(&other, "").unwrap();
+        fs::rename(&other, &path).unwrap();
+        log.write(&warning(102)).unwrap();
+        assert_eq!(all_records(&path, 0), vec![102]);
+        // Room reserved for the next records does not change the file's length.
+        let len = fs::metadata(&path).unwrap().len();
+        log.reserve(1 << 20).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), len);
     }
 
     #[test]

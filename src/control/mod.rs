@@ -32,7 +32,9 @@ use crate::control::audit::{
     compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
 };
 use crate::control::guard::Guard;
-use crate::control::state::{recovery_plan, StateFile, StateStore};
+use crate::control::state::{
+    recovery_plan, refused_values, Refused, StateFile, StateLock, StateStore,
+};
 use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::{Policy, PolicyInput};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
@@ -72,6 +74,33 @@ pub enum ControlError {
     State(#[from] crate::control::state::StateError),
     #[error("cannot start: {0}")]
     Start(#[source] ServerError),
+    /// Another live run (or a restore) holds the state file, or the file is not
+    /// private: nothing was changed.
+    #[error("{0}")]
+    Refused(#[source] crate::control::state::StateError),
+    #[error(
+        "the state file {path} holds the baseline of a live run that did not finish on \
+         another server ({theirs}); this is {ours}. innopilot will not overwrite it: \
+         restore that server with `innopilot restore --state-file {path} --dsn <that \
+         server>`, or give this run its own control.state_file. Nothing was changed"
+    )]
+    ForeignState {
+        path: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error(
+        "another live innopilot is running on this server ({holder} holds its claim, \
+         the named lock `innopilot`); only one may change a server's variables at a time. \
+         Stop that one first, or use --dry-run to observe alongside it"
+    )]
+    ServerClaimed { holder: String },
+    #[error(
+        "crash recovery from {path} did not finish: {detail}. The state file is kept as it \
+         is; fix the cause (the audit log has each knob) and run `innopilot restore`, or \
+         set the values back by hand and remove the file"
+    )]
+    Unrecovered { path: String, detail: String },
     #[error("gave up on the server after {} without a connection (control.on_server_lost = \"exit\"); the state file keeps the baseline, and the next start restores it", humantime::format_duration(*.0))]
     GaveUp(std::time::Duration),
 }
@@ -81,6 +110,7 @@ impl ControlError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ControlError::Privileges { .. } => 3,
+            ControlError::ForeignState { .. } => 2,
             ControlError::GaveUp(_) => 4,
             _ => 1,
         }
@@ -115,6 +145,10 @@ fn now_unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// Room reserved in the audit log before each live SET: a decision record, its
+/// failure record and a restore record fit several times over.
+const AUDIT_RESERVE: u64 = 16 * 1024;
 
 /// Path of the release mailbox beside the state file: `innopilot release KNOB` appends
 /// knob names there; the loop reads and removes it each tick.
@@ -166,6 +200,8 @@ pub struct Controller<S: Server> {
     last_tick_at: Option<Instant>,
     /// "MariaDB 10.11.19", kept while disconnected.
     server_label: Option<String>,
+    /// Live mode: the state file's lock, held until the controller is dropped.
+    _lock: Option<StateLock>,
 }
 
 /// A configuration reload request (SIGHUP), prepared outside the loop.
@@ -206,31 +242,64 @@ impl<S: Server> Controller<S> {
         let mode = if dry_run { Mode::DryRun } else { Mode::Live };
         let store = StateStore::new(cfg.control.state_file.clone());
         let mut store_opt = None;
+        let mut lock = None;
         if !dry_run {
             store.check_writable()?;
-            // Crash recovery: a previous live run did not finish cleanly.
-            if let Some(saved) = store.load()? {
-                if !saved.clean {
-                    recover(&mut server, &saved, &opts.target, &mut audit, mode)
-                        .await
-                        .map_err(ControlError::Start)?;
+            // Held for the run's life: a second live run on this state file would
+            // take this run's changes for a crash's and each would overwrite the
+            // other's baseline.
+            lock = Some(store.lock().map_err(ControlError::Refused)?);
+            // ... and one live run per server, whatever its state file.
+            if let Some(holder) = server.claim().await.map_err(ControlError::Start)? {
+                return Err(ControlError::ServerClaimed { holder });
+            }
+            // Crash recovery: a previous live run did not finish cleanly. Its file is
+            // the only record of the server's real baseline, so it is overwritten
+            // only once everything it asks for is restored.
+            let saved = match store.load() {
+                Ok(s) => s,
+                Err(e @ crate::control::state::StateError::Unsafe { .. }) => {
+                    return Err(ControlError::Refused(e))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(saved) = saved.filter(|s| !s.clean) {
+                let report = recover(&mut server, &saved, &cfg, &opts.target, &mut audit, mode)
+                    .await
+                    .map_err(ControlError::Start)?;
+                let path = cfg.control.state_file.display().to_string();
+                if let Some(theirs) = report.foreign {
+                    return Err(ControlError::ForeignState {
+                        path,
+                        theirs,
+                        ours: describe_server(&server, &opts.target),
+                    });
+                }
+                if let Some(detail) = report.incomplete() {
+                    return Err(ControlError::Unrecovered { path, detail });
                 }
             }
             store_opt = Some(store);
-        } else if let Ok(Some(saved)) = store.load() {
+        } else if let Some(saved) = store.peek() {
             if !saved.clean {
-                let message = format!("the state file {} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back", cfg.control.state_file.display());
+                // A healthy live run holds the lock: its state is unclean because it
+                // is running, and restoring would undo its work.
+                let message = match store.lock_holder() {
+                    Some(pid) => format!("a live innopilot (pid {pid}) is running with the state file {}; dry-run observes alongside it and touches nothing", cfg.control.state_file.display()),
+                    None => format!("the state file {} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back", cfg.control.state_file.display()),
+                };
                 tracing::warn!("{message}");
                 emit(&mut audit, mode, now_unix_ms(), Event::Warning { message });
             }
         }
         let baseline = server.read_knobs().await.map_err(ControlError::Start)?;
-        let state = StateFile::new(
+        let mut state = StateFile::new(
             std::process::id(),
             opts.target.clone(),
             now_unix_ms(),
             baseline.clone(),
         );
+        state.instance = server.instance();
         let mut actuator = Actuator::new(dry_run, store_opt, state);
         actuator.persist(now_unix_ms())?;
         emit(
@@ -284,6 +353,7 @@ impl<S: Server> Controller<S> {
             last_sample_at: None,
             last_tick_at: None,
             server_label: None,
+            _lock: lock,
             cfg,
         })
     }
@@ -296,13 +366,23 @@ impl<S: Server> Controller<S> {
         }
     }
 
-    fn emit(&mut self, event: Event) {
-        let unix_ms = self
-            .last_signals
+    /// The time of an event happening now. A real server: the wall clock (the last
+    /// sample's time dated events after an outage back to before it, and the stop
+    /// seconds early). Simulated or replayed servers live in virtual time, in which
+    /// their samples are dated: the last sample's time, else the wall clock.
+    fn event_unix_ms(&self) -> u64 {
+        if self.server.real_time() {
+            return now_unix_ms();
+        }
+        self.last_signals
             .as_ref()
             .map(|s| s.sample.unix_ms)
             .filter(|t| *t > 0)
-            .unwrap_or_else(now_unix_ms);
+            .unwrap_or_else(now_unix_ms)
+    }
+
+    fn emit(&mut self, event: Event) {
+        let unix_ms = self.event_unix_ms();
         self.count_event(&event);
         if let Event::Decision {
             policy,
@@ -420,6 +500,14 @@ impl<S: Server> Controller<S> {
                     self.just_reconnected = true;
                 }
                 Err(e) => return self.connection_down(e),
+            }
+            // The claim went with the old connection: take it again before acting.
+            if !self.opts.dry_run {
+                match self.server.claim().await {
+                    Ok(None) => {}
+                    Ok(Some(holder)) => return Err(ControlError::ServerClaimed { holder }),
+                    Err(e) => return self.connection_lost(e),
+                }
             }
         }
         let sample = match self.server.sample().await {
@@ -586,9 +674,14 @@ impl<S: Server> Controller<S> {
 
     fn check_release_requests(&mut self) {
         let path = release_path(&self.cfg.control.state_file);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        // Not through a link: whatever a link points to is not a request.
+        let Ok(mut f) =
+            crate::control::state::open_nofollow(&path, std::fs::OpenOptions::new().read(true))
+        else {
             return;
         };
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut f, &mut text);
         let _ = std::fs::remove_file(&path);
         for name in text.split_whitespace() {
             let Some(knob) = Knob::from_var_name(name) else {
@@ -714,6 +807,15 @@ impl<S: Server> Controller<S> {
                 notes,
                 decision: d,
             } = change;
+            // Like the state file, the audit trail comes before the change: a SET
+            // whose record could not be written is not sent.
+            if !self.opts.dry_run {
+                if let Err(e) = self.audit.reserve(AUDIT_RESERVE) {
+                    self.telemetry.count_error("audit");
+                    tracing::error!("not changing {knob} ({from} -> {to}): the change could not be audited: {e}");
+                    continue;
+                }
+            }
             self.stats.decisions += 1;
             match self
                 .actuator
@@ -965,42 +1067,117 @@ impl<S: Server> Controller<S> {
     }
 }
 
+/// What crash recovery did, knob by knob.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The state belongs to another server (how it describes that server): nothing was
+    /// read or set.
+    pub foreign: Option<String>,
+    /// Set back to the baseline.
+    pub restored: Vec<Knob>,
+    /// The SET failed.
+    pub failed: Vec<Knob>,
+    /// Values the state file asks for that innopilot will not set.
+    pub refused: Vec<Refused>,
+    /// Changed by someone else since, or not readable: left alone.
+    pub left: Vec<Knob>,
+    /// Already at the baseline.
+    pub already: Vec<Knob>,
+}
+
+impl RecoveryReport {
+    /// Why the server may still carry a value of innopilot's; `None` when nothing of
+    /// the saved run is left to restore.
+    pub fn incomplete(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if let Some(theirs) = &self.foreign {
+            why.push(format!("the state belongs to another server ({theirs})"));
+        }
+        if !self.failed.is_empty() {
+            let names: Vec<&str> = self.failed.iter().map(|k| k.var_name()).collect();
+            why.push(format!("could not set {}", names.join(", ")));
+        }
+        for r in &self.refused {
+            why.push(format!("refused {r}"));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+}
+
+/// "server_id 1, host db1, port 3306, datadir /var/lib/mysql/ (MariaDB … at …)": what
+/// a refusal shows of the server connected now.
+fn describe_server<S: Server>(server: &S, target: &str) -> String {
+    match server.instance() {
+        Some(i) => format!("{i} at {target}"),
+        None => target.to_string(),
+    }
+}
+
+/// Whether `saved` was written for the server connected now: by what the server is
+/// when both sides know it, else (older files, the simulator) by the target string.
+fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
+    match (&saved.instance, server.instance()) {
+        (Some(theirs), Some(ours)) => *theirs == ours,
+        _ => saved.server == target,
+    }
+}
+
 /// Restores what a crashed live run left changed: knobs still at innopilot's last value
 /// go back to the saved baseline; knobs changed by someone else since are left alone
-/// and reported. Returns whether everything that should be restored was.
+/// and reported. Every value is checked against `cfg` before it is set
+/// ([`refused_values`]). State written for another server is not acted on at all.
 pub async fn recover<S: Server>(
     server: &mut S,
     saved: &StateFile,
+    cfg: &Config,
     target: &str,
     audit: &mut AuditLog,
     mode: Mode,
-) -> Result<bool, ServerError> {
-    if saved.server != target {
+) -> Result<RecoveryReport, ServerError> {
+    let mut report = RecoveryReport::default();
+    if !same_server(saved, server, target) {
+        let theirs = match &saved.instance {
+            Some(i) => format!("{i} at {}", saved.server),
+            None => saved.server.clone(),
+        };
         emit(
             audit,
             mode,
             now_unix_ms(),
             Event::Warning {
                 message: format!(
-                    "the state file belongs to another server ({}); not restoring from it",
-                    saved.server
+                    "the state file belongs to another server ({theirs}); not restoring from it"
                 ),
             },
         );
-        return Ok(false);
+        report.foreign = Some(theirs);
+        return Ok(report);
     }
+    let refused = refused_values(saved, cfg);
     let live = server.read_knobs().await?;
     let plan = recovery_plan(saved, &live);
-    let mut all_ok = true;
     let mut restore = plan.restore;
     order_changes(&mut restore);
     for (knob, from, to) in restore {
+        if let Some(r) = refused.iter().find(|r| r.knob == knob) {
+            let message = format!(
+                "crash recovery refuses {r}; {knob} stays at {from}: check the state file (it may have been edited) and the [knobs.{knob}] settings"
+            );
+            tracing::error!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            report.refused.push(r.clone());
+            continue;
+        }
         let res = server.set_knob(knob, to).await;
         let (readback, error) = match &res {
             Ok(rb) => (Some(*rb), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        all_ok &= res.is_ok();
+        if res.is_ok() {
+            report.restored.push(knob);
+        } else {
+            report.failed.push(knob);
+        }
         emit(
             audit,
             mode,
@@ -1017,9 +1194,11 @@ pub async fn recover<S: Server>(
         );
     }
     for leave in &plan.leave {
+        report.left.push(leave.knob);
         emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
     }
-    Ok(all_ok)
+    report.already = plan.already_baseline;
+    Ok(report)
 }
 
 fn quote_account(account: &str) -> String {

@@ -11,12 +11,12 @@
 //! and the recovery rule; talking to the server is the caller's job.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::{hard_range, Config};
 use crate::server::{Knob, KnobValues};
 
 /// The state file format version this build writes and reads.
@@ -36,6 +36,12 @@ pub struct StateFile {
     /// Identity of the server, e.g. "MariaDB 10.11.19 at root@127.0.0.1:3306". Never a
     /// password.
     pub server: String,
+    /// What the server *is*, independent of how the DSN spells it (`@@server_uuid` on
+    /// MySQL; server id, host name, port and data directory on MariaDB): decides
+    /// whether a crashed run's state belongs to the server connected now. Absent in
+    /// files written before it existed, which fall back to comparing `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     pub started_unix_ms: u64,
     /// Values found at start: what innopilot restores.
     pub baseline: KnobValues,
@@ -62,6 +68,7 @@ impl StateFile {
             clean: false,
             pid,
             server,
+            instance: None,
             started_unix_ms: now_unix_ms,
             baseline,
             last_set: KnobValues::new(),
@@ -123,6 +130,22 @@ pub enum StateError {
         message: String,
         hint: String,
     },
+    /// Whoever can write the file can make innopilot set any value it lists, so it is
+    /// trusted only when private, as ssh trusts its key files.
+    #[error(
+        "refusing to trust {}: {message}. Whoever can write it could make innopilot \
+         change the server; make it (and its directory) owned by the user innopilot \
+         runs as and not writable by group or others (chown, chmod go-w)",
+        path.display()
+    )]
+    Unsafe { path: PathBuf, message: String },
+    #[error(
+        "another innopilot (pid {pid}) is running live with the state file {}; only one \
+         live run (or `innopilot restore`) may use it at a time. Stop that one first, \
+         or give this one its own control.state_file",
+        path.display()
+    )]
+    Locked { path: PathBuf, pid: String },
 }
 
 /// Reads and writes the state file durably.
@@ -130,9 +153,6 @@ pub enum StateError {
 pub struct StateStore {
     path: PathBuf,
 }
-
-/// Distinguishes temp files of concurrent saves within one process (tests).
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl StateStore {
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -143,18 +163,39 @@ impl StateStore {
         &self.path
     }
 
-    /// The saved state; `None` when there is no file (first run).
+    /// The saved state; `None` when there is no file (first run). A file that others
+    /// could have written is refused ([`StateError::Unsafe`]).
     pub fn load(&self) -> Result<Option<StateFile>, StateError> {
-        let text = match fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(StateError::Read {
-                    path: self.path.clone(),
-                    message: e.to_string(),
-                })
-            }
+        let read_error = |e: io::Error| StateError::Read {
+            path: self.path.clone(),
+            message: e.to_string(),
         };
+        // Opened without following a symlink, and checked through the open file, so
+        // what is checked is what is read.
+        let mut f = match open_nofollow(&self.path, OpenOptions::new().read(true)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(read_error(e)),
+        };
+        check_private(&self.path, &f.metadata().map_err(read_error)?)?;
+        check_private(&self.dir(), &fs::metadata(self.dir()).map_err(read_error)?)?;
+        self.parse(&mut f)
+    }
+
+    /// The saved state for display only (`innopilot status`, which may run as another
+    /// user): no owner or mode check, since nothing is set from it. `None` when absent
+    /// or unreadable.
+    pub fn peek(&self) -> Option<StateFile> {
+        let mut f = open_nofollow(&self.path, OpenOptions::new().read(true)).ok()?;
+        self.parse(&mut f).ok().flatten()
+    }
+
+    fn parse(&self, f: &mut File) -> Result<Option<StateFile>, StateError> {
+        let mut text = String::new();
+        f.read_to_string(&mut text).map_err(|e| StateError::Read {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
         let corrupt = |message: String| StateError::Corrupt {
             path: self.path.clone(),
             message,
@@ -178,13 +219,16 @@ impl StateStore {
         })?;
         let mut text = serde_json::to_vec_pretty(s).map_err(|e| self.write_error(e.into()))?;
         text.push(b'\n');
-        let (dir, tmp) = self.temp_path("tmp")?;
-        let result = write_synced(&tmp, &text)
-            .and_then(|()| fs::rename(&tmp, &self.path))
-            .and_then(|()| sync_dir(&dir));
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
+        let name = self.file_name()?;
+        let dir = self.dir();
+        // A random name created with O_EXCL: a file or link planted under a guessable
+        // name can neither be overwritten nor followed. Removed again on any error.
+        let result = temp_file(&dir, &name, "tmp").and_then(|mut tmp| {
+            tmp.write_all(&text)?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(&self.path).map_err(|e| e.error)?;
+            sync_dir(&dir)
+        });
         result.map_err(|e| self.write_error(e))
     }
 
@@ -193,41 +237,105 @@ impl StateStore {
     /// touching the server, so a bad path fails at start rather than before the first
     /// SET.
     pub fn check_writable(&self) -> Result<(), StateError> {
-        let (dir, probe) = self.temp_path("probe")?;
+        let name = self.file_name()?;
+        let dir = self.dir();
         if !dir.exists() {
             create_private_dir(&dir).map_err(|e| self.write_error(e))?;
         }
         if self.path.is_dir() {
             return Err(self.write_error(io::Error::other("it is a directory")));
         }
-        let mut renamed = probe.clone().into_os_string();
-        renamed.push(".renamed");
-        let result = write_synced(&probe, b"{}\n").and_then(|()| fs::rename(&probe, &renamed));
-        let _ = fs::remove_file(&probe);
-        let _ = fs::remove_file(&renamed);
+        let meta = fs::metadata(&dir).map_err(|e| self.write_error(e))?;
+        check_private(&dir, &meta)?;
+        // Both probe names are random and created with O_EXCL; the rename proves the
+        // directory takes the atomic replace that save() relies on. Dropping them
+        // removes whatever is left.
+        let result = temp_file(&dir, &name, "probe").and_then(|mut probe| {
+            probe.write_all(b"{}\n")?;
+            probe.as_file().sync_all()?;
+            let target = temp_file(&dir, &name, "probe")?;
+            fs::rename(probe.path(), target.path())
+        });
         result.map_err(|e| self.write_error(e))
     }
 
-    /// The directory (for fsync) and a temp file name in it, unique per process and
-    /// call, hidden so that globbing `*.json` never picks it up.
-    fn temp_path(&self, what: &str) -> Result<(PathBuf, PathBuf), StateError> {
-        let name = self.path.file_name().ok_or_else(|| StateError::Write {
-            path: self.path.clone(),
-            message: "the path does not name a file".into(),
-            hint: "Set control.state_file to a file path such as /var/lib/innopilot/state.json"
-                .into(),
-        })?;
-        let dir = match self.path.parent() {
+    /// Takes the advisory lock that makes this the only live run (or restore) using
+    /// the state file, for as long as the returned guard lives. Refuses with the
+    /// holder's pid when another process has it.
+    pub fn lock(&self) -> Result<StateLock, StateError> {
+        let path = lock_path(&self.path);
+        let err = |e: io::Error| self.write_error(e);
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut file = open_nofollow(&path, &mut opts).map_err(err)?;
+        check_private(&path, &file.metadata().map_err(err)?)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                return Err(StateError::Locked {
+                    path: self.path.clone(),
+                    pid: if pid.is_empty() {
+                        "unknown".into()
+                    } else {
+                        pid.into()
+                    },
+                });
+            }
+            Err(e) => return Err(err(e.into())),
+        }
+        // The pid is for the refusal message of the next one; the lock is the flock.
+        file.set_len(0).map_err(err)?;
+        file.rewind().map_err(err)?;
+        writeln!(file, "{}", std::process::id()).map_err(err)?;
+        Ok(StateLock { _file: file })
+    }
+
+    /// The pid of the live run holding the state file's lock, if one does (a brief,
+    /// shared probe of the lock that changes nothing on disk).
+    pub fn lock_holder(&self) -> Option<String> {
+        let path = lock_path(&self.path);
+        let mut file = open_nofollow(&path, OpenOptions::new().read(true)).ok()?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+            Ok(()) => None,
+            Err(_) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                Some(if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid.into()
+                })
+            }
+        }
+    }
+
+    fn file_name(&self) -> Result<std::ffi::OsString, StateError> {
+        self.path
+            .file_name()
+            .map(|n| n.to_os_string())
+            .ok_or_else(|| StateError::Write {
+                path: self.path.clone(),
+                message: "the path does not name a file".into(),
+                hint: "Set control.state_file to a file path such as /var/lib/innopilot/state.json"
+                    .into(),
+            })
+    }
+
+    /// The state file's directory (for temp files and fsync); "." for a bare name.
+    fn dir(&self) -> PathBuf {
+        match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
-        };
-        let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(
-            ".{}.{what}-{}-{seq}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        Ok((dir, tmp))
+        }
     }
 
     fn write_error(&self, e: io::Error) -> StateError {
@@ -250,17 +358,80 @@ impl StateStore {
     }
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+/// Held for a live run's life (and by `innopilot restore`): the advisory lock on
+/// `STATE.lock`. The kernel drops it when the process ends, however it ends.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+/// `STATE.lock`, beside the state file. The state file itself cannot carry the lock:
+/// every save replaces it with a new file.
+pub fn lock_path(state_file: &Path) -> PathBuf {
+    let mut p = state_file.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// A hidden temp file with a random name in `dir` (mode 0600, O_EXCL), e.g.
+/// `.state.json.tmp.Xa81Kq`; hidden so that globbing `*.json` never picks it up.
+fn temp_file(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    what: &str,
+) -> io::Result<tempfile::NamedTempFile> {
+    let prefix = format!(".{}.{what}.", name.to_string_lossy());
+    tempfile::Builder::new().prefix(&prefix).tempfile_in(dir)
+}
+
+/// Opens `path` refusing a symlink as its last component (O_NOFOLLOW): a link
+/// planted there must not redirect innopilot to another file.
+pub fn open_nofollow(path: &Path, opts: &mut OpenOptions) -> io::Result<File> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+        opts.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
     }
-    let mut f = opts.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
+    opts.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            io::Error::other(format!(
+                "{} is a symbolic link; innopilot does not follow links there",
+                path.display()
+            ))
+        } else {
+            e
+        }
+    })
+}
+
+/// The ssh rule: a file innopilot takes orders from must be owned by the user it runs
+/// as (or root) and writable by nobody else.
+fn check_private(path: &Path, meta: &fs::Metadata) -> Result<(), StateError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        let unsafe_ = |message: String| StateError::Unsafe {
+            path: path.to_path_buf(),
+            message,
+        };
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(unsafe_(format!(
+                "it is owned by uid {}, and innopilot runs as uid {me} (run it as the \
+                 owner, e.g. `sudo -u` the service user, or change the owner)",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(unsafe_(format!(
+                "its mode {:o} lets group or others write it",
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, meta);
+    Ok(())
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -282,6 +453,63 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
         b.mode(0o700);
     }
     b.create(dir)
+}
+
+/// A value in a state file that innopilot will not set, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub knob: Knob,
+    pub value: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} = {}: {}", self.knob, self.value, self.why)
+    }
+}
+
+/// Checks every value of `saved` that recovery could act on (each knob innopilot set:
+/// its baseline, last and previous values) against the knob's hard range, the
+/// configured `[knobs.*]` bounds and `manage`, exactly as a policy's proposal is
+/// checked. The file is input like any other: an edited or corrupted one must not
+/// make innopilot set what its configuration forbids. A refused value is reported,
+/// never clamped into something to set.
+pub fn refused_values(saved: &StateFile, cfg: &Config) -> Vec<Refused> {
+    let mut out = Vec::new();
+    for (&knob, &last) in &saved.last_set {
+        let limits = cfg.limits(knob);
+        let (lo, hi) = hard_range(knob);
+        let base = saved.baseline.get(&knob).copied();
+        if !limits.manage {
+            out.push(Refused {
+                knob,
+                value: base.unwrap_or(last),
+                why: format!("[knobs.{knob}] has manage = false: innopilot never sets it"),
+            });
+            continue;
+        }
+        let mut values = vec![last];
+        values.extend(saved.previous.get(&knob));
+        values.extend(base);
+        if let Some(&v) = values.iter().find(|v| !(lo..=hi).contains(*v)) {
+            out.push(Refused {
+                knob,
+                value: v,
+                why: format!("outside the range any server accepts ({lo}..={hi})"),
+            });
+        } else if let Some(b) = base.filter(|b| !(limits.min..=limits.max).contains(b)) {
+            out.push(Refused {
+                knob,
+                value: b,
+                why: format!(
+                    "outside the configured bounds [knobs.{knob}] min = {}, max = {}",
+                    limits.min, limits.max
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// Why crash recovery leaves a knob alone.
@@ -475,9 +703,102 @@ mod tests {
     #[test]
     fn bare_file_name_means_current_dir() {
         // A bare file name has an empty parent; it must mean ".", not "".
-        let (dir, tmp) = StateStore::new("state.json").temp_path("tmp").unwrap();
-        assert_eq!(dir, PathBuf::from("."));
-        assert!(tmp.starts_with("."));
+        assert_eq!(StateStore::new("state.json").dir(), PathBuf::from("."));
+    }
+
+    #[test]
+    fn tampered_values_are_refused_not_clamped() {
+        use Knob::*;
+        let cfg = Config::default();
+        let good = state(&[(PurgeThreads, 4)], &[(PurgeThreads, 2)]);
+        assert!(refused_values(&good, &cfg).is_empty());
+        let cases = [
+            // Beyond any server's range: the server would clamp it into something else.
+            (IoCapacity, u64::MAX, "range any server accepts"),
+            // Within the server's range, beyond the configured bounds (100 ms).
+            (MaxPurgeLagDelay, 10_000_000, "configured bounds"),
+            // Not managed by default: a redo resize.
+            (LogFileSize, 1 << 30, "manage = false"),
+        ];
+        for (knob, base, why) in cases {
+            let s = state(&[(knob, base)], &[(knob, hard_range(knob).0.max(200))]);
+            let r = refused_values(&s, &cfg);
+            assert_eq!(r.len(), 1, "{knob}: {r:?}");
+            assert_eq!((r[0].knob, r[0].value), (knob, base));
+            assert!(r[0].to_string().contains(why), "{}", r[0]);
+        }
+        // A knob innopilot never set is not its business, whatever its baseline.
+        let s = state(
+            &[(IoCapacity, u64::MAX), (PurgeThreads, 4)],
+            &[(PurgeThreads, 2)],
+        );
+        assert!(refused_values(&s, &cfg).is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn state_others_can_write_is_refused_but_may_be_shown() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        store.save(&sample_state()).unwrap();
+        fs::set_permissions(store.path(), fs::Permissions::from_mode(0o666)).unwrap();
+        let e = store.load().unwrap_err();
+        assert!(matches!(e, StateError::Unsafe { .. }), "{e:?}");
+        assert!(e.to_string().contains("chmod go-w"), "{e}");
+        // Shown (status) but never acted on.
+        assert_eq!(store.peek(), Some(sample_state()));
+        fs::set_permissions(store.path(), fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(store.load(), Err(StateError::Unsafe { .. })));
+        assert!(matches!(
+            store.check_writable(),
+            Err(StateError::Unsafe { .. })
+        ));
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(store.load().unwrap().is_some());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn planted_links_are_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        let path = d.path().join("state.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        std::os::unix::fs::symlink(&victim, lock_path(&path)).unwrap();
+        let store = StateStore::new(&path);
+        assert!(store.load().is_err());
+        assert!(store.lock().is_err());
+        // save replaces the link itself (rename), never writes through it.
+        store.save(&sample_state()).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn one_lock_holder_at_a_time() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        assert_eq!(store.lock_holder(), None);
+        let held = store.lock().unwrap();
+        // flock locks belong to the open file, so a second open in this process
+        // conflicts just as another process would.
+        let e = store.lock().unwrap_err();
+        let pid = std::process::id().to_string();
+        assert!(
+            matches!(&e, StateError::Locked { pid: p, .. } if *p == pid),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(&pid), "{e}");
+        assert_eq!(store.lock_holder(), Some(pid));
+        drop(held);
+        assert_eq!(store.lock_holder(), None);
+        let _again = store.lock().unwrap();
     }
 
     #[test]

@@ -85,6 +85,25 @@ pub async fn wait_for_server<S: Server>(
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, so that nothing innopilot
+/// serves on the side (the HTTP endpoints) can starve the database connection or the
+/// restore of a descriptor. Returns the limit now in effect, or why it could not be
+/// raised (then the old one stays: innopilot works within it).
+pub fn raise_fd_limit() -> Result<u64, String> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    let Some(hard) = lim.maximum else {
+        // No hard limit (Linux always has one for open files): nothing to raise to.
+        return Ok(lim.current.unwrap_or(u64::MAX));
+    };
+    if lim.current.is_some_and(|soft| soft >= hard) {
+        return Ok(hard);
+    }
+    lim.current = Some(hard);
+    setrlimit(Resource::Nofile, lim).map_err(|e| e.to_string())?;
+    Ok(hard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

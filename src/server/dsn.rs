@@ -111,9 +111,42 @@ fn shown(dsn: &str) -> String {
                     &rest[at..]
                 );
             }
+        } else if let Some(colon) = rest.find(':') {
+            // No `@`: "user:password" and "host:port" look alike; hide what follows
+            // the colon rather than risk showing a password.
+            return format!("{}{}:***", &dsn[..scheme_end + 3], &rest[..colon]);
         }
     }
     dsn.to_string()
+}
+
+/// A DSN as it may be shown (configuration dumps, messages): any password replaced by
+/// `***`, whether or not the DSN is valid.
+pub fn redact_dsn(dsn: &str) -> String {
+    shown(dsn)
+}
+
+/// A warning when the command line carries a password in `--dsn`: every local user can
+/// read a process's arguments (`ps`, `/proc/PID/cmdline`). `args` are the process's
+/// arguments; a DSN from INNOPILOT_DSN or the config file is not in them.
+pub fn argv_password_warning<S: AsRef<str>>(args: &[S]) -> Option<String> {
+    let mut it = args.iter().map(AsRef::as_ref);
+    while let Some(a) = it.next() {
+        let dsn = match a.strip_prefix("--dsn=") {
+            Some(d) => d,
+            None if a == "--dsn" => it.next().unwrap_or(""),
+            None => continue,
+        };
+        if parse_dsn(dsn).is_ok_and(|t| t.has_password()) {
+            return Some(
+                "the --dsn on the command line holds a password, which every local user can \
+                 read (ps, /proc/PID/cmdline): put it in INNOPILOT_PASSWORD, \
+                 server.password_file or a --defaults-file instead, and leave it out of the DSN"
+                    .into(),
+            );
+        }
+    }
+    None
 }
 
 fn invalid(dsn: &str, problem: impl Into<String>) -> DsnError {
@@ -199,10 +232,9 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
         None => 3306,
         Some(p) => match p.parse::<u16>() {
             Ok(0) | Err(_) => {
-                return Err(invalid(
-                    dsn,
-                    format!("port `{p}` is not a number from 1 to 65535"),
-                ))
+                // The port text is not echoed: with a raw `@` or `?` in a password
+                // the split lands inside it, and what looks like a port is a secret.
+                return Err(invalid(dsn, "the port is not a number from 1 to 65535"));
             }
             Ok(n) => n,
         },
@@ -222,7 +254,12 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair
             .split_once('=')
-            .ok_or_else(|| invalid(dsn, format!("parameter `{pair}` has no `=`")))?;
+            .ok_or_else(|| {
+                invalid(
+                    dsn,
+                    "a parameter after `?` has no `=` (a `?`, `@` or `/` in the password must be percent-encoded: %3F, %40, %2F)",
+                )
+            })?;
         let v = percent_decode(v, dsn)?;
         match k {
             "socket" => target.socket = Some(PathBuf::from(v)),
@@ -233,18 +270,18 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
                     "required" => SslMode::Required,
                     "verify_ca" | "verify-ca" => SslMode::VerifyCa,
                     "verify_identity" | "verify-identity" => SslMode::VerifyIdentity,
-                    other => {
+                    _ => {
                         return Err(invalid(
                             dsn,
-                            format!("ssl-mode `{other}` is not one of disabled, preferred, required, verify_ca, verify_identity"),
+                            "ssl-mode is not one of disabled, preferred, required, verify_ca, verify_identity",
                         ))
                     }
                 }
             }
-            other => {
+            _ => {
                 return Err(invalid(
                     dsn,
-                    format!("unknown parameter `{other}` (known: socket, ssl-mode)"),
+                    "an unknown parameter after `?` (known: socket, ssl-mode; a `?` or `@` in the password must be percent-encoded: %3F, %40)",
                 ))
             }
         }
@@ -384,6 +421,36 @@ mod tests {
             t.redact("Access denied (using password topsecret)"),
             "Access denied (using password ***)"
         );
+    }
+
+    #[test]
+    fn errors_never_echo_a_password_holding_at_and_question_marks() {
+        // Raw (not percent-encoded) `@` and `?` move every split into the password;
+        // no fragment of it may come back in the message.
+        for dsn in [
+            "mysql://u:p4ss@w?rd-tail@127.0.0.1:3306/",
+            "mysql://u:p4ss?w@rd-tail@127.0.0.1:3306/",
+            "mysql://u:pa?ssl-mode=w@rd-tail@h/",
+            "mysql://u:p4ss@127.0.0.1:rd-tail?@h/",
+        ] {
+            let e = parse_dsn(dsn).unwrap_err().to_string();
+            for fragment in ["p4ss", "w?rd", "w@rd", "rd-tail"] {
+                assert!(!e.contains(fragment), "{dsn}: {e}");
+            }
+            assert!(e.contains("mysql://u:***@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn shown_forms_hide_any_password() {
+        assert_eq!(redact_dsn("mysql://u:pw@h:1/"), "mysql://u:***@h:1/");
+        assert_eq!(redact_dsn("mysql://u:pw"), "mysql://u:***");
+        assert_eq!(redact_dsn("mysql://u@h/"), "mysql://u@h/");
+        let args = ["innopilot", "run", "--dsn", "mysql://u:pw@h/"];
+        assert!(argv_password_warning(&args).is_some());
+        assert!(argv_password_warning(&["x", "--dsn=mysql://u:pw@h/"]).is_some());
+        assert!(argv_password_warning(&["x", "--dsn", "mysql://u@h/"]).is_none());
+        assert!(argv_password_warning(&["x", "status"]).is_none());
     }
 
     #[test]

@@ -333,4 +333,26 @@ pub trait Server: Send {
         let _ = session_id;
         async { unsupported("stopping a statement (KILL QUERY)") }
     }
+
+    /// What the server is, as read at the last [`Server::probe`], independent of how
+    /// it was reached (`@@server_uuid` on MySQL; server id, host name, port and data
+    /// directory on MariaDB). `None` where there is no such thing (the simulator):
+    /// callers then compare the connection target.
+    fn instance(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether this server lives in real time, so that events are stamped with the wall
+    /// clock when they happen. The simulator and replays date their samples in virtual
+    /// time, and events with the last sample's time.
+    fn real_time(&self) -> bool {
+        false
+    }
+
+    /// Claims the server for one live innopilot: `Ok(None)` when this connection holds
+    /// the claim (again, after a reconnect), `Ok(Some(holder))` describing who holds it
+    /// otherwise. Servers without such a thing (the simulator) are always free.
+    fn claim(&mut self) -> impl Future<Output = Result<Option<String>, ServerError>> + Send {
+        async { Ok(None) }
+    }
 }

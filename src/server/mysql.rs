@@ -64,6 +64,10 @@ pub struct LiveServer {
     sample_sql: String,
     knob_sql: String,
     epoch: Instant,
+    /// What the server is, from the last probe (see [`Server::instance`]).
+    instance: Option<String>,
+    /// The session that last took the server's claim ([`Server::claim`]).
+    claim_session: Option<u64>,
 }
 
 fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
@@ -182,6 +186,8 @@ impl LiveServer {
             sample_sql: String::new(),
             knob_sql: String::new(),
             epoch: Instant::now(),
+            instance: None,
+            claim_session: None,
         }
     }
 
@@ -494,7 +500,8 @@ impl Server for LiveServer {
         let rows = self
             .fetch(
                 "identifying the server",
-                "SELECT @@version, @@version_comment, CURRENT_USER(), @@datadir, @@innodb_undo_directory, CAST(@@innodb_undo_tablespaces AS CHAR)",
+                "SELECT @@version, @@version_comment, CURRENT_USER(), @@datadir, @@innodb_undo_directory, CAST(@@innodb_undo_tablespaces AS CHAR), \
+                 CAST(@@server_id AS CHAR), @@hostname, CAST(@@port AS CHAR)",
             )
             .await?;
         let r = rows.first().ok_or(ServerError::Unexpected {
@@ -509,6 +516,30 @@ impl Server for LiveServer {
         let datadir = col(r, 3);
         let undo_dir = col(r, 4);
         let undo_spaces = col(r, 5).and_then(|v| parse_u64(&v).ok()).unwrap_or(0);
+        // The server by what it is, not by how the DSN reaches it: `localhost`,
+        // `127.0.0.1` and a proxy in front all name the same server. MySQL has a
+        // UUID for that; MariaDB has none, and its server id, host, port and data
+        // directory together tell two servers apart on one machine or many.
+        let instance = match identity.flavor {
+            Flavor::MySql => {
+                let rows = self
+                    .fetch(
+                        "identifying the server (@@server_uuid)",
+                        "SELECT @@server_uuid",
+                    )
+                    .await?;
+                rows.first()
+                    .and_then(|r| col(r, 0))
+                    .map(|u| format!("server_uuid {u}"))
+            }
+            Flavor::MariaDb => Some(format!(
+                "server_id {}, host {}, port {}, datadir {}",
+                col(r, 6).unwrap_or_default(),
+                col(r, 7).unwrap_or_default(),
+                col(r, 8).unwrap_or_default(),
+                datadir.as_deref().unwrap_or_default()
+            )),
+        };
 
         let meta = self.read_knob_meta(&identity).await?;
         let knobs = build_knob_caps(&identity, &meta);
@@ -520,9 +551,25 @@ impl Server for LiveServer {
                  WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
             )
             .await?;
-        let can_set_global = privs.iter().filter_map(|r| col(r, 0)).any(|p| {
+        let mut can_set_global = privs.iter().filter_map(|r| col(r, 0)).any(|p| {
             p.eq_ignore_ascii_case("SUPER") || p.eq_ignore_ascii_case("SYSTEM_VARIABLES_ADMIN")
         });
+        if !can_set_global {
+            // USER_PRIVILEGES lists direct grants only: a privilege held through a
+            // (default) role is not there. Ask the server itself, with a SET that
+            // changes nothing: the value is read and written in one statement.
+            can_set_global = match self
+                .fetch(
+                    "checking privileges (a no-op SET GLOBAL)",
+                    "SET GLOBAL innodb_max_purge_lag = @@GLOBAL.innodb_max_purge_lag",
+                )
+                .await
+            {
+                Ok(_) => true,
+                Err(e) if e.is_connection_lost() => return Err(e),
+                Err(_) => false,
+            };
+        }
 
         let replica_sql = replica_statement(&identity);
         let replica = match self
@@ -558,6 +605,7 @@ impl Server for LiveServer {
         self.sample_sql = sample_sql(&caps.identity);
         self.knob_sql = knobs_sql(&caps.identity);
         self.caps = Some(caps.clone());
+        self.instance = instance;
         Ok(caps)
     }
 
@@ -728,6 +776,78 @@ impl Server for LiveServer {
         self.fetch("stopping the purge wait (KILL QUERY)", &sql)
             .await
             .map(|_| ())
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.instance.clone()
+    }
+
+    fn real_time(&self) -> bool {
+        true
+    }
+
+    async fn claim(&mut self) -> Result<Option<String>, ServerError> {
+        // A named lock on the server itself, held by the sampling connection: it
+        // keeps two live runs off one server wherever they run and whatever state
+        // files they use, and the server drops it with the connection, so a dead
+        // innopilot never leaves it behind. GET_LOCK is re-entrant within a session.
+        let mut holder = None;
+        // A killed innopilot's session may take the server a moment to clean up:
+        // ask a few times before naming a holder.
+        for attempt in 0..5 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let rows = self
+                .fetch(
+                    "claiming the server (GET_LOCK)",
+                    "SELECT CAST(GET_LOCK('innopilot', 0) AS CHAR), CAST(IS_USED_LOCK('innopilot') AS CHAR), CAST(CONNECTION_ID() AS CHAR)",
+                )
+                .await?;
+            let r = rows.first();
+            let num = |i| r.and_then(|r| col(r, i)).and_then(|v| parse_u64(&v).ok());
+            if num(0) == Some(1) {
+                self.claim_session = num(2);
+                return Ok(None);
+            }
+            holder = num(1);
+            // Our own earlier session, cut off on our side but still alive on the
+            // server (a network blip: the server has not noticed yet). It is ours to
+            // end; the id is a typed integer, so it may go into the statement.
+            if let (Some(h), Some(old)) = (holder, self.claim_session) {
+                if h == old && num(2) != Some(old) {
+                    let _ = self
+                        .fetch("ending innopilot's stale session", &format!("KILL {old}"))
+                        .await;
+                    self.claim_session = None;
+                }
+            }
+        }
+        let Some(id) = holder else {
+            // Released between the two calls: try once more next time.
+            return Ok(Some("another session (it has just let go; retry)".into()));
+        };
+        // The id is a typed integer read from the server: safe to put in SQL text.
+        let who = self
+            .fetch(
+                "naming the holder of the claim",
+                &format!("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = {id}"),
+            )
+            .await
+            .ok()
+            .and_then(|rows| {
+                rows.first().map(|r| {
+                    format!(
+                        "{}@{}",
+                        col(r, 0).unwrap_or_default(),
+                        col(r, 1).unwrap_or_default()
+                    )
+                })
+            });
+        Ok(Some(match who {
+            Some(w) => format!("connection {id} ({w})"),
+            None => format!("connection {id}"),
+        }))
     }
 }
 

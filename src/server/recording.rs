@@ -193,6 +193,18 @@ impl<S: Server> Server for RecordingServer<S> {
         self.inner.set_knob(knob, value).await
     }
 
+    fn instance(&self) -> Option<String> {
+        self.inner.instance()
+    }
+
+    fn real_time(&self) -> bool {
+        self.inner.real_time()
+    }
+
+    async fn claim(&mut self) -> Result<Option<String>, ServerError> {
+        self.inner.claim().await
+    }
+
     async fn read_globals(
         &mut self,
         which: Globals,
