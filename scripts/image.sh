@@ -3,8 +3,9 @@
 # with no Docker engine and no container registry, then smoke-tests it against a
 # private MariaDB. CI runs it (.ci/run); docs/operations.md explains the recipe.
 #
-#   scripts/image.sh            lint, build, smoke test (root; about 3 minutes the
-#                               first time on 2 cores, well under a minute cached)
+#   scripts/image.sh            lint, build, smoke test (as root; on 2 busy cores up to
+#                               16 minutes the first time, 20 s for a tree already
+#                               built: docs/operations.md has the numbers)
 #
 # What it does, and why:
 #   1. installs Debian's podman, runc and debootstrap when missing. runc, not crun:
@@ -97,9 +98,9 @@ done
 if ((${#missing[@]})); then
     packages=(podman runc debootstrap curl)
     say "missing ${missing[*]}; installing ${packages[*]} (mariadb and cargo: scripts/setup.sh)"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q \
-        --no-install-recommends "${packages[@]}"
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
+        install -y --no-install-recommends "${packages[@]}"; } >"$work/apt.log" 2>&1 \
+        || { tail -n 30 "$work/apt.log" >&2; die "apt-get install ${packages[*]}"; }
     for bin in "${missing[@]}"; do
         have "$bin" || die "$bin still missing (scripts/setup.sh installs MariaDB; cargo comes with rustup)"
     done
