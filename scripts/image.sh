@@ -283,15 +283,18 @@ sock="$work/db/mysqld.sock"
 mariadbd --no-defaults --user=root --datadir="$work/db/data" --tmpdir="$work/db/tmp" \
     --socket="$sock" --port="$db_port" --bind-address=127.0.0.1 \
     --pid-file="$work/db/mysqld.pid" --log-error="$work/db/error.log" \
-    --innodb-buffer-pool-size=64M --innodb-log-file-size=32M --innodb-purge-threads=1 &
+    --innodb-buffer-pool-size=64M --innodb-log-file-size=32M --innodb-purge-threads=1 \
+    >"$work/db/stderr.log" 2>&1 &
 db_pid=$!
 sql() { mariadb --no-defaults -uroot --socket="$sock" --batch --skip-column-names -e "$1"; }
 for _ in $(seq 1 300); do
     sql 'SELECT 1' >/dev/null 2>&1 && break
-    kill -0 "$db_pid" 2>/dev/null || { tail -n 30 "$work/db/error.log" >&2; die "mariadbd exited at start"; }
+    kill -0 "$db_pid" 2>/dev/null \
+        || { tail -n 30 "$work/db/stderr.log" "$work/db/error.log" >&2; die "mariadbd exited at start"; }
     sleep 0.1
 done
-sql 'SELECT 1' >/dev/null || { tail -n 30 "$work/db/error.log" >&2; die "mariadbd did not accept connections in 30 s"; }
+sql 'SELECT 1' >/dev/null \
+    || { tail -n 30 "$work/db/stderr.log" "$work/db/error.log" >&2; die "mariadbd did not accept connections in 30 s"; }
 # The account and privileges the README documents, nothing more.
 sql "CREATE USER 'innopilot'@'127.0.0.1' IDENTIFIED BY 'smoke-pw';
      GRANT PROCESS, REPLICATION CLIENT, SUPER ON *.* TO 'innopilot'@'127.0.0.1';" \

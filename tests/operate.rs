@@ -3,8 +3,11 @@
 //! bad file is refused, a good one applied), `drain` (times out while a read view
 //! blocks purge, always restoring its boost; finishes with progress once it ends),
 //! `diagnose --json` naming the transaction that blocks purge, and the deployment
-//! files: the systemd unit (systemd-analyze verify), the Dockerfile, compose and
-//! Kubernetes manifests (parsed and checked), the man page and completions.
+//! files: the systemd unit (systemd-analyze verify), the Dockerfile (no step hides a
+//! failure; the image's user and group exist and match the manifests), compose and
+//! Kubernetes manifests (parsed and checked, including what the schemas cannot see:
+//! restartPolicy, native-sidecar version, probe semantics), the man page and
+//! completions. scripts/image.sh builds and runs the image itself.
 
 mod common;
 
