@@ -3,8 +3,11 @@
 //! bad file is refused, a good one applied), `drain` (times out while a read view
 //! blocks purge, always restoring its boost; finishes with progress once it ends),
 //! `diagnose --json` naming the transaction that blocks purge, and the deployment
-//! files: the systemd unit (systemd-analyze verify), the Dockerfile, compose and
-//! Kubernetes manifests (parsed and checked), the man page and completions.
+//! files: the systemd unit (systemd-analyze verify), the Dockerfile (no step hides a
+//! failure; the image's user and group exist and match the manifests), compose and
+//! Kubernetes manifests (parsed and checked, including what the schemas cannot see:
+//! restartPolicy, native-sidecar version, probe semantics), the man page and
+//! completions. scripts/image.sh builds and runs the image itself.
 
 mod common;
 
@@ -533,6 +536,151 @@ fn s<'a>(v: &'a serde_norway::Value, path: &[&str]) -> &'a serde_norway::Value {
     cur
 }
 
+/// The instructions of a Dockerfile with their continuation lines joined, comments
+/// dropped: `["FROM rust:1 AS build", "RUN a && b", ...]`.
+fn dockerfile_instructions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || (t.is_empty() && cur.is_empty()) {
+            continue;
+        }
+        match t.strip_suffix('\\') {
+            Some(head) => {
+                cur.push_str(head.trim_end());
+                cur.push(' ');
+            }
+            None => {
+                cur.push_str(t);
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    out
+}
+
+/// RUN steps that would let a failure pass unseen: `|| true`, `|| :`, `|| exit 0`,
+/// `; true`, `set +e`, or errors sent to /dev/null.
+fn hidden_failures(dockerfile: &str) -> Vec<String> {
+    let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    dockerfile_instructions(dockerfile)
+        .into_iter()
+        .filter(|i| i.starts_with("RUN "))
+        .map(|i| squeeze(&i))
+        .filter(|i| {
+            [
+                "|| true",
+                "||true",
+                "|| :",
+                "|| exit 0",
+                "; true",
+                "set +e",
+                "2>/dev/null",
+                "2> /dev/null",
+                "&>/dev/null",
+                "&> /dev/null",
+                ">/dev/null 2>&1",
+                "> /dev/null 2>&1",
+            ]
+            .iter()
+            .any(|p| i.contains(p))
+        })
+        .collect()
+}
+
+#[test]
+fn no_dockerfile_step_hides_a_failure() {
+    // The detector itself: the steps this project once had, and a clean one.
+    let bad =
+        "FROM x\nRUN cargo build --release 2>/dev/null || true\nRUN a \\\n    && b ||  true\n";
+    assert_eq!(hidden_failures(bad).len(), 2, "{:?}", hidden_failures(bad));
+    assert!(hidden_failures("FROM x\nRUN a && b > /out\n").is_empty());
+
+    let dockerfile = std::fs::read_to_string(repo("docker/Dockerfile")).unwrap();
+    assert_eq!(hidden_failures(&dockerfile), Vec::<String>::new());
+    let compose = &yaml_docs(&repo("docker/compose.yaml"))[0];
+    let mut inline = 0;
+    for (name, svc) in s(compose, &["services"]).as_mapping().unwrap() {
+        if let Some(text) = s(svc, &["build", "dockerfile_inline"]).as_str() {
+            inline += 1;
+            assert_eq!(hidden_failures(text), Vec::<String>::new(), "{name:?}");
+        }
+    }
+    assert!(inline > 0, "compose's inline Dockerfile was not found");
+}
+
+/// The runtime stage runs as `USER uid:gid`; both must have entries in the image
+/// (a gid with no group leaves files owned by a number and `id -gn` failing), and the
+/// Kubernetes sidecar must run as the same ids. The built image is checked too, by
+/// scripts/image.sh (`id -un`, `id -gn` inside it).
+#[test]
+fn the_image_user_and_group_exist_and_match_the_manifests() {
+    let dockerfile = std::fs::read_to_string(repo("docker/Dockerfile")).unwrap();
+    let steps = dockerfile_instructions(&dockerfile);
+    let runtime = steps
+        .iter()
+        .rposition(|i| i.starts_with("FROM "))
+        .expect("a FROM");
+    let runtime = &steps[runtime..];
+    let user = runtime
+        .iter()
+        .rev()
+        .find_map(|i| i.strip_prefix("USER "))
+        .expect("the runtime stage sets USER");
+    let (uid, gid) = user
+        .split_once(':')
+        .unwrap_or_else(|| panic!("USER {user}: give uid:gid, numeric"));
+    let (uid, gid): (u32, u32) = (uid.parse().unwrap(), gid.parse().unwrap());
+    assert_ne!(uid, 0, "USER must not be root");
+    let flag = |cmd: &str, flag: &str| -> Option<u32> {
+        runtime.iter().find_map(|i| {
+            let words: Vec<&str> = i.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == cmd)?;
+            let v = words[at..].windows(2).find(|w| w[0] == flag)?[1];
+            Some(
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{cmd} {flag} {v}: numeric")),
+            )
+        })
+    };
+    assert_eq!(
+        flag("groupadd", "--gid"),
+        Some(gid),
+        "the runtime stage must create the group with USER's gid (groupadd --gid {gid})"
+    );
+    assert_eq!(
+        flag("useradd", "--uid"),
+        Some(uid),
+        "useradd --uid must be USER's uid"
+    );
+    assert_eq!(flag("useradd", "--gid"), Some(gid), "useradd --gid {gid}");
+    assert!(
+        !runtime.iter().any(|i| i.contains("--user-group")),
+        "--user-group picks its own gid"
+    );
+
+    let sts = yaml_docs(&repo("docker/k8s/statefulset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "StatefulSet")
+        .unwrap();
+    let pod = s(&sts, &["spec", "template", "spec"]);
+    for c in pod["initContainers"].as_sequence().unwrap() {
+        if c["image"].as_str().unwrap().starts_with("innopilot:") {
+            assert_eq!(
+                s(c, &["securityContext", "runAsUser"]).as_u64(),
+                Some(u64::from(uid))
+            );
+            let group = s(c, &["securityContext", "runAsGroup"]);
+            assert!(
+                group.is_null() || group.as_u64() == Some(u64::from(gid)),
+                "{:?} runAsGroup",
+                c["name"]
+            );
+        }
+    }
+}
+
 #[test]
 fn container_and_kubernetes_manifests() {
     // Dockerfile: multi-stage, non-root runtime, the endpoints exposed.
@@ -604,9 +752,11 @@ fn container_and_kubernetes_manifests() {
         "native sidecar"
     );
     assert!(sidecar["image"].as_str().unwrap().starts_with("innopilot:"));
-    assert_eq!(
-        s(sidecar, &["readinessProbe", "httpGet", "path"]).as_str(),
-        Some("/readyz")
+    // A native sidecar's readiness counts toward the pod's: a readiness probe would
+    // take the database out of its Service whenever innopilot restarts.
+    assert!(
+        sidecar["readinessProbe"].is_null(),
+        "the sidecar must not gate the pod's readiness"
     );
     assert_eq!(
         s(sidecar, &["livenessProbe", "httpGet", "path"]).as_str(),
@@ -646,7 +796,21 @@ fn container_and_kubernetes_manifests() {
         .iter()
         .find_map(|a| a.strip_prefix("--config="))
         .unwrap();
-    assert!(args.iter().any(|a| a.starts_with("--wait-for-server=")));
+    let wait = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--wait-for-server="))
+        .expect("--wait-for-server");
+    let wait = humantime::parse_duration(wait).unwrap();
+    // /healthz is 503 while innopilot waits for the database: liveness must not
+    // restart it before --wait-for-server has run out.
+    let liveness_delay = s(sidecar, &["livenessProbe", "initialDelaySeconds"])
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        Duration::from_secs(liveness_delay) >= wait,
+        "livenessProbe.initialDelaySeconds {liveness_delay} < --wait-for-server {wait:?}"
+    );
+    check_pod_semantics(pod);
 
     // The ConfigMap's innopilot.toml is valid for innopilot itself, listens where the
     // probes look, and the grace period covers the drain and the restore.
@@ -716,6 +880,116 @@ fn container_and_kubernetes_manifests() {
         .iter()
         .any(|m| m["mountPath"] == "/var/lib/innopilot");
     assert!(state_mount, "the state file survives container restarts");
+}
+
+/// What the Kubernetes schemas cannot see (scripts/image.sh runs `kubernetes-validate
+/// --strict` for the schemas): restartPolicy values and where they may appear, the
+/// Kubernetes version native sidecars need against the one the README claims, and
+/// probes that point at declared ports.
+fn check_pod_semantics(pod: &serde_norway::Value) {
+    let policy = pod["restartPolicy"].as_str().unwrap_or("Always");
+    assert_eq!(
+        policy, "Always",
+        "a StatefulSet's pods must have restartPolicy Always"
+    );
+    let inits = pod["initContainers"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default();
+    let mains = pod["containers"].as_sequence().unwrap();
+    let mut native_sidecars = 0;
+    for c in &inits {
+        match c["restartPolicy"].as_str() {
+            None => {}
+            Some("Always") => native_sidecars += 1,
+            Some(other) => panic!(
+                "init container {:?}: restartPolicy {other:?}; only \"Always\" (a native sidecar) is allowed",
+                c["name"]
+            ),
+        }
+        if c["restartPolicy"].is_null() {
+            for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+                assert!(
+                    c[probe].is_null(),
+                    "init container {:?}: {probe} is only allowed on native sidecars",
+                    c["name"]
+                );
+            }
+        }
+    }
+    for c in mains {
+        assert!(
+            c["restartPolicy"].is_null(),
+            "container {:?}: restartPolicy belongs to the pod (or to sidecar init containers)",
+            c["name"]
+        );
+    }
+    if native_sidecars > 0 {
+        let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+        let claimed = readme
+            .split("Kubernetes ≥ 1.")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|m| m.parse::<u32>().ok())
+            .expect("README.md claims a minimum Kubernetes version (\"Kubernetes ≥ 1.N\")");
+        assert!(
+            claimed >= 29,
+            "native sidecars (init containers with restartPolicy: Always) need Kubernetes ≥ 1.29; the README claims ≥ 1.{claimed}"
+        );
+        let sts = std::fs::read_to_string(repo("docker/k8s/statefulset.yaml")).unwrap();
+        assert!(
+            sts.contains(&format!("Kubernetes >= 1.{claimed}")),
+            "statefulset.yaml's header names the README's minimum, Kubernetes >= 1.{claimed}"
+        );
+    }
+    for c in inits.iter().chain(mains) {
+        let ports: Vec<&serde_norway::Value> = c["ports"]
+            .as_sequence()
+            .map(|p| p.iter().collect())
+            .unwrap_or_default();
+        for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+            let p = &c[probe];
+            if p.is_null() {
+                continue;
+            }
+            let port = s(p, &["httpGet", "port"]);
+            if !port.is_null() {
+                assert!(
+                    ports
+                        .iter()
+                        .any(|d| d["name"] == *port || d["containerPort"] == *port),
+                    "{:?} {probe}: port {port:?} is not one of the container's ports",
+                    c["name"]
+                );
+                let path = s(p, &["httpGet", "path"]).as_str().unwrap();
+                if c["image"].as_str().unwrap().starts_with("innopilot:") {
+                    assert!(
+                        ["/healthz", "/readyz"].contains(&path),
+                        "{:?} {probe}: innopilot serves /healthz and /readyz, not {path}",
+                        c["name"]
+                    );
+                }
+            }
+            for (k, min) in [("periodSeconds", 1), ("failureThreshold", 1)] {
+                if let Some(v) = p[k].as_u64() {
+                    assert!(v >= min, "{:?} {probe}.{k} {v}", c["name"]);
+                }
+            }
+            if probe == "livenessProbe" || probe == "startupProbe" {
+                assert!(
+                    p["successThreshold"].as_u64().unwrap_or(1) == 1,
+                    "{:?} {probe}.successThreshold must be 1",
+                    c["name"]
+                );
+            }
+        }
+    }
+    // The database's own readiness is what the Service follows.
+    let db = mains.iter().find(|c| c["name"] == "mariadb").unwrap();
+    assert!(
+        !db["readinessProbe"].is_null(),
+        "the database container needs its readiness probe"
+    );
 }
 
 #[test]
