@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use common::configs::TestConfig;
 use common::proxy::Proxy;
 use common::run::{
-    assert_took_less, events, is, kill, knob, knob_values, signal_pid, stop, succeeded, wait_exit,
-    wait_for_applied, wait_for_event, wait_for_record, wait_knob_moved, Run,
+    assert_took_less, events, is, kill, knob, knob_values, signal_pid, stop, succeeded, unix_ms,
+    wait_exit, wait_for_applied, wait_for_event, wait_for_record, wait_knob_moved, Run,
 };
 use common::{eventually, loaded_server, MariaDb};
 
@@ -42,13 +42,6 @@ impl Lcg {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

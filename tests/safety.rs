@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::run::{events, knob, knob_values, signal, wait_exit, wait_for_applied, Run};
+use common::run::{events, knob, knob_values, signal, unix_ms, wait_exit, wait_for_applied, Run};
 use common::{eventually, MariaDb};
 
 /// Narrow watermarks and a short interval so that purge threads move within seconds
@@ -181,10 +181,7 @@ async fn tampered_state_is_refused_and_the_server_left_as_it_is() {
             v["last_set"][name] = live(name).into();
         });
         let tampered = std::fs::read(run.state()).unwrap();
-        let out = run.command(
-            &db.dsn(),
-            &["restore", "--state-file", run.state().to_str().unwrap()],
-        );
+        let out = run.restore(&db.dsn());
         assert!(
             !out.status.success(),
             "{name}: restore obeyed: {}",
@@ -250,10 +247,7 @@ async fn tampered_state_is_refused_and_the_server_left_as_it_is() {
                 continue;
             }
             break_it();
-            let out = run.command(
-                &db.dsn(),
-                &["restore", "--state-file", run.state().to_str().unwrap()],
-            );
+            let out = run.restore(&db.dsn());
             assert!(!out.status.success(), "{what}: {}", text(&out));
             assert!(
                 text(&out).contains("refusing to trust"),
@@ -301,10 +295,7 @@ async fn two_live_instances_never_both_act() {
 
     // `restore` under the live run refuses and leaves its change in place: had it
     // set anything, the live run would see a value it did not set (an operator's).
-    let out = run.command(
-        &db.dsn(),
-        &["restore", "--state-file", run.state().to_str().unwrap()],
-    );
+    let out = run.restore(&db.dsn());
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains(&format!("pid {pid}")), "{}", text(&out));
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -319,15 +310,7 @@ async fn two_live_instances_never_both_act() {
     );
 
     // `release` of a knob the run does not hold as operator-owned: nothing done, exit 1.
-    let out = run.command(
-        &db.dsn(),
-        &[
-            "release",
-            "innodb_purge_threads",
-            "--state-file",
-            run.state().to_str().unwrap(),
-        ],
-    );
+    let out = run.release(&db.dsn(), "innodb_purge_threads");
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("nothing to release"), "{}", text(&out));
 
@@ -352,21 +335,10 @@ async fn two_live_instances_never_both_act() {
     assert_eq!(knob_values(&db).await, startup);
 
     // Nothing runs now: release and restore say so and fail.
-    let out = run.command(
-        &db.dsn(),
-        &[
-            "release",
-            "innodb_purge_threads",
-            "--state-file",
-            run.state().to_str().unwrap(),
-        ],
-    );
+    let out = run.release(&db.dsn(), "innodb_purge_threads");
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("no live innopilot"), "{}", text(&out));
-    let out = run.command(
-        &db.dsn(),
-        &["restore", "--state-file", run.state().to_str().unwrap()],
-    );
+    let out = run.restore(&db.dsn());
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("nothing to restore"), "{}", text(&out));
     assert_eq!(knob_values(&db).await, startup);
@@ -406,15 +378,7 @@ async fn planted_symlinks_are_never_followed() {
         || async { (!events(&run.records(), "operator_override").is_empty()).then_some(()) },
     )
     .await;
-    let out = run.command(
-        &db.dsn(),
-        &[
-            "release",
-            "innodb_io_capacity",
-            "--state-file",
-            run.state().to_str().unwrap(),
-        ],
-    );
+    let out = run.release(&db.dsn(), "innodb_io_capacity");
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("symbolic link"), "{}", text(&out));
     signal(&child, "TERM");
@@ -439,13 +403,6 @@ async fn planted_symlinks_are_never_followed() {
     db.exec(&format!("SET GLOBAL innodb_io_capacity = {io}"))
         .await;
     assert_eq!(knob_values(&db).await, startup);
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

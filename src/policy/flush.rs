@@ -960,11 +960,11 @@ impl PolicyKind for Flush {
     }
 
     fn build(cfg: &FlushConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        cfg.enabled.then(|| {
-            let mut p = Flush::new(cfg.clone());
-            p.id = id;
-            Box::new(p) as Box<dyn Policy>
-        })
+        let policy = Flush {
+            id,
+            ..Flush::new(cfg.clone())
+        };
+        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
     }
 }
 

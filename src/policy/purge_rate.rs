@@ -899,11 +899,11 @@ impl PolicyKind for PurgeRate {
     }
 
     fn build(cfg: &PurgeRateConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        cfg.enabled.then(|| {
-            let mut p = PurgeRate::new(cfg.clone());
-            p.id = id;
-            Box::new(p) as Box<dyn Policy>
-        })
+        let policy = PurgeRate {
+            id,
+            ..PurgeRate::new(cfg.clone())
+        };
+        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
     }
 }
 

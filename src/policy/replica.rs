@@ -214,11 +214,11 @@ impl PolicyKind for ReplicaLag {
     }
 
     fn build(cfg: &ReplicaConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        cfg.enabled.then(|| {
-            let mut p = ReplicaLag::new(cfg.clone());
-            p.id = id;
-            Box::new(p) as Box<dyn Policy>
-        })
+        let policy = ReplicaLag {
+            id,
+            ..ReplicaLag::new(cfg.clone())
+        };
+        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
     }
 }
 

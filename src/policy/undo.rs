@@ -342,11 +342,11 @@ impl PolicyKind for Undo {
     }
 
     fn build(cfg: &UndoConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        cfg.enabled.then(|| {
-            let mut p = Undo::new(cfg.clone());
-            p.id = id;
-            Box::new(p) as Box<dyn Policy>
-        })
+        let policy = Undo {
+            id,
+            ..Undo::new(cfg.clone())
+        };
+        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
     }
 }
 

@@ -564,11 +564,11 @@ impl PolicyKind for Watermark {
     }
 
     fn build(cfg: &WatermarkConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        cfg.enabled.then(|| {
-            let mut p = Watermark::new(cfg.clone());
-            p.id = id;
-            Box::new(p) as Box<dyn Policy>
-        })
+        let policy = Watermark {
+            id,
+            ..Watermark::new(cfg.clone())
+        };
+        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
     }
 }
 

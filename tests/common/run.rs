@@ -92,6 +92,19 @@ impl Run {
         )
     }
 
+    /// `innopilot release KNOB` against this run's state file.
+    pub fn release(&self, dsn: &str, knob: &str) -> Output {
+        self.command(
+            dsn,
+            &[
+                "release",
+                knob,
+                "--state-file",
+                self.state().to_str().unwrap(),
+            ],
+        )
+    }
+
     /// `innopilot status --json` with this config, which must succeed.
     pub fn status_json(&self, dsn: &str) -> serde_json::Value {
         let out = succeeded(self.command(dsn, &["status", "--json"]));
@@ -285,4 +298,12 @@ pub async fn wait_knob_moved(db: &MariaDb, name: &str, from: u64, limit: Duratio
         },
     )
     .await
+}
+
+/// Wall-clock milliseconds since the Unix epoch, as audit records carry them.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
