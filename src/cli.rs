@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -22,8 +23,8 @@ Connection: --dsn, INNOPILOT_DSN, server.dsn in the config, or a --defaults-file
 section. Password: in the DSN, INNOPILOT_PASSWORD, server.password_file, or the defaults \
 file. Passwords are never printed.\n\n\
 Exit codes: 0 ok, 1 runtime error (server unreachable, query failed), 2 bad configuration \
-or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 130 \
-drain interrupted.",
+or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 6 \
+diagnose --fail-on matched, 130 drain interrupted.",
     after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';"
 )]
 pub struct Cli {
@@ -177,6 +178,10 @@ pub enum Command {
         /// Time between samples (default sampler.interval).
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
+        /// Exit 6 when a finding is at least this severe (for cron and CI); without
+        /// it, findings never change the exit code.
+        #[arg(long, value_enum, value_name = "SEVERITY")]
+        fail_on: Option<FailOn>,
     },
     /// Print a shell completion script, e.g. `innopilot completions bash >
     /// /usr/share/bash-completion/completions/innopilot`.
@@ -184,8 +189,14 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `innopilot man > /usr/share/man/man1/innopilot.1`.
-    Man,
+    /// Print the man page (roff), e.g. `innopilot man > /usr/share/man/man1/innopilot.1`;
+    /// with --out-dir, write innopilot.1 and one page per subcommand
+    /// (innopilot-drain.1, ...) there.
+    Man {
+        /// Directory to write every page to, instead of printing the main page.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Hand an operator-owned knob back to a running `innopilot run` (the value it has
     /// now becomes its baseline). Takes effect at the next tick.
     Release {
@@ -213,11 +224,21 @@ pub enum Command {
         /// Every policy on every scenario; prints the comparison table.
         #[arg(long, conflicts_with_all = ["scenario", "policy", "out"])]
         compare: bool,
-        /// Scenario to run (see below).
-        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        /// Scenario to run.
+        #[arg(
+            long,
+            required_unless_present = "compare",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(crate::sim::scenario::NAMES)
+        )]
         scenario: Option<String>,
-        /// Policy (peer) to run it with (see below).
-        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        /// Policy (peer) to run it with.
+        #[arg(
+            long,
+            required_unless_present = "compare",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(crate::sim::peers::NAMES)
+        )]
         policy: Option<String>,
         /// Seed of the scenario's randomness: the same seed gives the same result.
         #[arg(long, default_value_t = 1)]
@@ -249,7 +270,12 @@ pub enum Command {
         file: PathBuf,
         /// `innopilot` (the configuration from --config, or the defaults) or
         /// `mariadb1065_adaptive` (the watermark policy alone, as published).
-        #[arg(long, default_value = "innopilot", value_name = "NAME")]
+        #[arg(
+            long,
+            default_value = "innopilot",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(REPLAY_POLICIES)
+        )]
         policy: String,
         /// JSON Lines instead of text.
         #[arg(long)]
@@ -259,11 +285,19 @@ pub enum Command {
     CheckConfig,
 }
 
-const SIM_HELP: &str = "Scenarios: long_read_view, redo_pressure, flush_bound, cold_undo_restart, \
-backup_replica, day, undo_truncation.\n\
-Policies: mysql8_defaults, mariadb1011_defaults, mysql_threshold, mariadb1065_adaptive, \
-one_purge_thread, innopilot.\n\
-The model and its constants: docs/simulator.md.";
+const SIM_HELP: &str = "The model, its scenarios and its constants: docs/simulator.md.";
+
+/// The policies `replay` can run: those with a controller.
+pub const REPLAY_POLICIES: &[&str] = &["innopilot", "mariadb1065_adaptive"];
+
+/// The severity at which `diagnose --fail-on` exits non-zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Exit 6 on a warning or a critical finding.
+    Warning,
+    /// Exit 6 on a critical finding only.
+    Critical,
+}
 
 fn parse_knob(s: &str) -> Result<crate::server::Knob, String> {
     s.parse()
@@ -284,6 +318,36 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut out)?;
     Ok(out)
+}
+
+/// Writes `innopilot.1` and one page per subcommand (`innopilot-drain.1`, ...: the
+/// main page's SEE ALSO names them) into `dir`; returns the files written.
+pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut written = Vec::new();
+    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        std::fs::write(&path, out)?;
+        written.push(path);
+        Ok(())
+    };
+    for sub in cmd.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        // After `build`, a subcommand's display name is `innopilot-NAME`, which
+        // clap_mangen uses for the page's title.
+        write(
+            format!("innopilot-{}", sub.get_name()),
+            sub.clone().version(env!("CARGO_PKG_VERSION")),
+        )?;
+    }
+    write("innopilot".into(), cmd)?;
+    Ok(written)
 }
 
 /// A completion script for `shell`, generated from the command-line definition.
@@ -309,6 +373,22 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
+    fn every_subcommand_the_man_page_names_has_its_own_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_man_pages(dir.path()).unwrap();
+        let main = std::fs::read_to_string(dir.path().join("innopilot.1")).unwrap();
+        for sub in ["drain", "check-config", "simulate", "diagnose"] {
+            let page = dir.path().join(format!("innopilot-{sub}.1"));
+            assert!(written.contains(&page), "{sub}: {written:?}");
+            let text = std::fs::read_to_string(&page).unwrap();
+            assert!(text.contains(&format!(".TH innopilot-{sub} 1")), "{text}");
+            // roff escapes every dash in the text.
+            let roff = format!("innopilot\\-{}", sub.replace('-', "\\-"));
+            assert!(main.contains(&format!("{roff}(1)")), "{main}");
+        }
+    }
+
+    #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
@@ -330,6 +410,10 @@ mod tests {
                 script.contains("diagnose") && script.contains("--boost"),
                 "{shell}"
             );
+            // The real value lists, not free text.
+            for name in ["long_read_view", "mariadb1065_adaptive", "warning"] {
+                assert!(script.contains(name), "{shell} completion lacks {name}");
+            }
         }
     }
 }

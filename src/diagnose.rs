@@ -344,10 +344,15 @@ fn purge(f: &Facts) -> Vec<Finding> {
     // The purge-rate policy's split of history into purgeable and blocked (an
     // estimate that errs toward "blocked"), with the configured minimum view age.
     let est = crate::policy::purge_rate::estimate(s, f.min_view_age);
+    // Where the estimate exists it decides: a view that holds back nothing (0 records
+    // blocked) is not reported as blocking purge, whatever the history's trend.
     let blocking = trx.filter(|t| {
         t.holds_read_view
             && t.age_s >= f.min_view_age.as_secs()
-            && (est.as_ref().is_some_and(|e| e.is_blocked()) || rate.is_none_or(|r| r >= 0.0))
+            && match est.as_ref() {
+                Some(e) => e.is_blocked() || (e.blocked > 0 && rate.is_none_or(|r| r >= 0.0)),
+                None => rate.is_none_or(|r| r >= 0.0),
+            }
     });
     let split = est
         .as_ref()
@@ -858,6 +863,36 @@ mod tests {
         assert_eq!(u.sql, vec!["SET GLOBAL innodb_undo_log_truncate = ON;"]);
         // Sorted most severe first.
         assert!(fs.windows(2).all(|w| w[0].severity >= w[1].severity));
+    }
+
+    #[test]
+    fn a_read_view_that_blocks_nothing_is_not_called_blocking() {
+        // A long view while the history is flat: the estimate says none of it is
+        // held back by the view, so no "Purge is blocked by" finding (whose body
+        // would say 0 records are blocked).
+        let s = Sample {
+            history_len: Some(250_000),
+            redo: redo(1 << 20),
+            oldest_trx: Some(TrxInfo {
+                trx_id: "421".into(),
+                thread_id: Some(17),
+                age_s: 45,
+                user: Some("root".into()),
+                host: Some("127.0.0.1:5555".into()),
+                state: Some("RUNNING".into()),
+                isolation: Some("REPEATABLE READ".into()),
+                command: Some("Sleep".into()),
+                holds_read_view: true,
+                active_count: Some(3),
+            }),
+            ..Sample::default()
+        };
+        let fs = analyze(&facts(s, 0.0, 0.0));
+        assert!(
+            fs.iter().all(|x| x.id != "purge_blocked"),
+            "{:#?}",
+            fs.iter().map(|x| (&x.id, &x.title)).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //!
 //! - [`cli`]: command-line definition (clap), shared by the binary and generated docs.
 //! - [`config`]: raw TOML → validated [`config::Config`]; errors name key, line and range.
+//! - [`effective`]: the effective configuration as TOML with each value's origin
+//!   (`innopilot check-config`).
 //! - [`connect`]: resolves DSN, config, environment and defaults file into a server handle.
 //! - [`server`]: the [`server::Server`] trait (the one seam), the knob allowlist,
 //!   flavor/version detection and the capability table ([`server::flavor`]), DSNs and
@@ -40,6 +42,7 @@ pub mod connect;
 pub mod control;
 pub mod diagnose;
 pub mod drain;
+pub mod effective;
 pub mod guard;
 pub mod http;
 pub mod metrics;

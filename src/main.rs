@@ -11,7 +11,7 @@ use clap::Parser;
 use tokio::time::MissedTickBehavior;
 
 use innopilot::audit::{AuditLog, Mode};
-use innopilot::cli::{Cli, Command, LogFormat};
+use innopilot::cli::{Cli, Command, FailOn, LogFormat};
 use innopilot::config::{Config, ConfigError};
 use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
@@ -24,6 +24,42 @@ use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
 use innopilot::server::{Capabilities, Server, ServerError};
 use innopilot::state::StateStore;
+
+// Standard output through these, never `println!`, which panics when the reader has
+// gone away (`innopilot watch | head -2`): the write error travels up like any other
+// and `main` ends quietly on a broken pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// The reader of standard output went away (`| head`): not an error for a CLI.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// How a command's result ends the process.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("innopilot: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -60,7 +96,7 @@ impl std::fmt::Display for Exit {
 impl std::error::Error for Exit {}
 
 /// Exit codes: 1 runtime, 2 configuration/arguments, 3 privileges, 4 gave up on a lost
-/// server, 5 drain timed out, 130 drain interrupted.
+/// server, 5 drain timed out, 6 `diagnose --fail-on` matched, 130 drain interrupted.
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if let Some(Exit(code, _)) = cause.downcast_ref::<Exit>() {
@@ -122,13 +158,13 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     if json {
         let mut v = report::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = report::controller_json(state.as_ref());
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        print!(
+        out!(
             "{}",
             report::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
-        );
-        print!("{}", report::controller_text(state.as_ref()));
+        )?;
+        out!("{}", report::controller_text(state.as_ref()))?;
     }
     Ok(())
 }
@@ -149,7 +185,7 @@ async fn watch(
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut taken = 0u64;
     if !json {
-        println!("{}", report::watch_header());
+        outln!("{}", report::watch_header())?;
     }
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -174,12 +210,12 @@ async fn watch(
             Ok(sample) => {
                 let signals = window.push(sample);
                 if json {
-                    println!(
+                    outln!(
                         "{}",
                         report::watch_json(&signals, config.policy.purge_rate.min_view_age)
-                    );
+                    )?;
                 } else {
-                    println!("{}", report::watch_line(&signals));
+                    outln!("{}", report::watch_line(&signals))?;
                 }
                 taken += 1;
                 if count.is_some_and(|c| taken >= c) {
@@ -467,7 +503,7 @@ async fn drain_cmd(
     );
     match report.ended {
         Ended::Done => {
-            println!("drained: {summary}");
+            outln!("drained: {summary}")?;
             Ok(())
         }
         Ended::TimedOut => Err(Exit(
@@ -489,6 +525,7 @@ async fn diagnose_cmd(
     engine_status: bool,
     samples: u32,
     interval: Option<Duration>,
+    fail_on: Option<FailOn>,
 ) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
     let target = server.target().to_string();
@@ -504,12 +541,28 @@ async fn diagnose_cmd(
     .await?;
     let findings = diagnose::analyze(&facts);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&diagnose::to_json(&facts, &findings, &target))?
-        );
+        )?;
     } else {
-        print!("{}", diagnose::to_text(&facts, &findings, &target));
+        out!("{}", diagnose::to_text(&facts, &findings, &target))?;
+    }
+    let threshold = match fail_on {
+        None => return Ok(()),
+        Some(FailOn::Warning) => diagnose::Severity::Warning,
+        Some(FailOn::Critical) => diagnose::Severity::Critical,
+    };
+    let failing = findings.iter().filter(|f| f.severity >= threshold).count();
+    if failing > 0 {
+        return Err(Exit(
+            6,
+            format!(
+                "{failing} finding(s) at {} or above (--fail-on)",
+                threshold.label()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -528,7 +581,7 @@ fn release(
         .open(&path)
         .with_context(|| format!("cannot write the release request {}", path.display()))?;
     writeln!(f, "{}", knob.var_name())?;
-    println!("asked the innopilot using {} to take {knob} back at its next tick (see the audit log for `released`)", state.display());
+    outln!("asked the innopilot using {} to take {knob} back at its next tick (see the audit log for `released`)", state.display())?;
     Ok(())
 }
 
@@ -544,17 +597,17 @@ async fn restore(
     );
     let saved = match store.load()? {
         None => {
-            println!(
+            outln!(
                 "no state file at {}: nothing to restore",
                 store.path().display()
-            );
+            )?;
             return Ok(());
         }
         Some(s) if s.clean => {
-            println!(
+            outln!(
                 "{}: the last run finished cleanly; nothing to restore",
                 store.path().display()
-            );
+            )?;
             return Ok(());
         }
         Some(s) => s,
@@ -576,20 +629,57 @@ async fn restore(
     done.clean = true;
     done.last_set.clear();
     store.save(&done)?;
-    println!("baseline restored from {}", store.path().display());
+    outln!("baseline restored from {}", store.path().display())?;
     Ok(())
 }
 
 fn check_config(cli: &Cli) -> anyhow::Result<()> {
+    use innopilot::effective::{Effective, Origin, Override};
     let config = load_config(cli)?;
-    let source = cli
-        .global
-        .config
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "built-in defaults".into());
-    println!("{source}: OK");
-    println!("{config:#?}");
+    let (source, file) = match &cli.global.config {
+        Some(p) => {
+            // Already read and validated by `load_config`.
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config file {}", p.display()))?;
+            (p.display().to_string(), Some(text))
+        }
+        None => ("built-in defaults".to_string(), None),
+    };
+    let mut overrides = Vec::new();
+    if let Some(dsn) = cli.global.dsn.as_deref().filter(|d| !d.trim().is_empty()) {
+        // clap fills --dsn from INNOPILOT_DSN too: the same text means it came from there.
+        let origin = match std::env::var("INNOPILOT_DSN") {
+            Ok(env) if env == dsn => Origin::Env("INNOPILOT_DSN"),
+            _ => Origin::Flag("--dsn"),
+        };
+        overrides.push(Override {
+            key: "server.dsn",
+            value: dsn.to_string(),
+            origin,
+        });
+    }
+    if let Some(p) = &cli.global.defaults_file {
+        overrides.push(Override {
+            key: "server.defaults_file",
+            value: p.display().to_string(),
+            origin: Origin::Flag("--defaults-file"),
+        });
+    }
+    let effective = Effective::build(
+        file.as_deref().map(|text| (source.as_str(), text)),
+        &overrides,
+    )?;
+    // The layering must mean what the loader means; a difference is a bug here.
+    let layered = effective.config()?;
+    if file.is_some() && overrides.is_empty() && layered != config {
+        anyhow::bail!("internal error: the effective configuration differs from {source}");
+    }
+    outln!("# {source}: OK")?;
+    outln!("# The effective configuration; after each value, where it came from.")?;
+    if std::env::var_os(PASSWORD_ENV).is_some() {
+        outln!("# The password comes from {PASSWORD_ENV} (not shown).")?;
+    }
+    out!("{}", effective.to_toml())?;
     Ok(())
 }
 
@@ -651,18 +741,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             engine_status,
             samples,
             interval,
+            fail_on,
         } => {
             let config = load_config(&cli)?;
-            diagnose_cmd(&cli, &config, *json, *engine_status, *samples, *interval).await
+            diagnose_cmd(
+                &cli,
+                &config,
+                *json,
+                *engine_status,
+                *samples,
+                *interval,
+                *fail_on,
+            )
+            .await
         }
         Command::Completions { shell } => {
             use std::io::Write;
             std::io::stdout().write_all(&innopilot::cli::completions(*shell))?;
             Ok(())
         }
-        Command::Man => {
+        Command::Man { out_dir: None } => {
             use std::io::Write;
             std::io::stdout().write_all(&innopilot::cli::man_page()?)?;
+            Ok(())
+        }
+        Command::Man { out_dir: Some(dir) } => {
+            let written = innopilot::cli::write_man_pages(dir)
+                .with_context(|| format!("cannot write the man pages to {}", dir.display()))?;
+            for path in written {
+                outln!("{}", path.display())?;
+            }
             Ok(())
         }
         Command::Release { knob, state_file } => {
@@ -744,9 +852,9 @@ fn simulate(
             ..sim::compare::CompareOptions::all(seed)
         })?;
         if json {
-            println!("{}", table.to_json());
+            outln!("{}", table.to_json())?;
         } else {
-            println!("{table}");
+            outln!("{table}")?;
             eprintln!("(seed {seed}; {:.1} s)", started.elapsed().as_secs_f64());
         }
         return Ok(());
@@ -762,9 +870,20 @@ fn simulate(
         sim::write_outputs(&run, dir)?;
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        // The same fields as the JSON, one per line, for a reader.
+        let v = serde_json::to_value(&summary)?;
+        for (key, value) in v.as_object().into_iter().flatten() {
+            match value {
+                serde_json::Value::String(s) => outln!("{key:<18} {s}")?,
+                serde_json::Value::Number(n) => match n.as_f64() {
+                    Some(x) if n.is_f64() => outln!("{key:<18} {x:.2}")?,
+                    _ => outln!("{key:<18} {n}")?,
+                },
+                other => outln!("{key:<18} {other}")?,
+            }
+        }
         if let Some(dir) = out {
             eprintln!(
                 "wrote timeseries.csv, summary.json, decisions.jsonl and plots to {}",
@@ -787,9 +906,9 @@ fn replay_cmd(cli: &Cli, file: &std::path::Path, policy: &str, json: bool) -> an
     };
     for step in replay(&rec, config)? {
         if json {
-            println!("{}", serde_json::to_string(&step)?);
+            outln!("{}", serde_json::to_string(&step)?)?;
         } else {
-            println!("{step}");
+            outln!("{step}")?;
         }
     }
     Ok(())
@@ -828,13 +947,7 @@ fn main() -> ExitCode {
     );
     init_logging(cli.global.log_format, offline);
     if let Some(result) = run_offline(&cli) {
-        return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("innopilot: {e:#}");
-                ExitCode::from(exit_code(&e))
-            }
-        };
+        return finish(result);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -846,11 +959,5 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("innopilot: {e:#}");
-            ExitCode::from(exit_code(&e))
-        }
-    }
+    finish(runtime.block_on(run(cli)))
 }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlRow, MySqlSslMode};
-use sqlx::{Connection, Row};
+use sqlx::{ConnectOptions, Connection, Row};
 
 use super::dsn::{ConnectTarget, SslMode};
 use super::flavor::{
@@ -209,7 +209,11 @@ impl LiveServer {
             .pipes_as_concat(false)
             .no_engine_substitution(false)
             .timezone(None)
-            .statement_cache_capacity(0);
+            .statement_cache_capacity(0)
+            // `drain` waits server-side on purpose (innodb_max_purge_lag_wait) and
+            // `SHOW ENGINE INNODB STATUS` can be slow: sqlx's "slow statement" warning
+            // would be noise on a command's standard error. Query timeouts bound them.
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         if let Some(pw) = t.password() {
             o = o.password(pw);
         }
