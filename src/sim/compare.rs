@@ -406,7 +406,7 @@ pub fn to_csv(run: &SimRun) -> String {
     let knobs = run_knobs(run);
     let mut out = String::from(
         "t_s,offered_tps,throughput_tps,latency_p99_ms,backlog,dropped,history,purgeable,purge_rate,\
-         undo_bytes,redo_fill,dirty_pages,flush_rate,stalled_s,dml_delay_us,replica_lag_s,\
+         undo_bytes,redo_fill_ratio,dirty_pages,flush_rate,stalled_s,dml_delay_us,replica_lag_s,\
          purge_cores",
     );
     for k in &knobs {
