@@ -1,13 +1,14 @@
-//! Black-box tests of command-line hygiene that need no server: output into a closed
-//! pipe, `check-config`'s TOML, value lists and exit codes.
+//! Black-box tests of command-line hygiene: output into a closed pipe (also `watch`
+//! against a private MariaDB, as `innopilot watch | head -2`), `check-config`'s TOML,
+//! value lists and exit codes.
 
+mod common;
+
+use std::io::BufRead;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn innopilot_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_innopilot"))
-}
+use common::{innopilot_bin, MariaDb};
 
 mod sys {
     use std::os::raw::c_int;
@@ -53,6 +54,33 @@ fn output_into_a_closed_pipe_ends_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
     }
+}
+
+/// `innopilot watch --count 5 | head -2`: the reader leaves after two lines while
+/// watch still has samples to print.
+#[test]
+fn watch_into_head_ends_quietly() {
+    let db = MariaDb::new();
+    let mut child = Command::new(innopilot_bin())
+        .args(["watch", "--count", "5", "--interval", "200ms", "--dsn", &db.dsn()])
+        .env_remove("INNOPILOT_CONFIG")
+        .env_remove("INNOPILOT_PASSWORD")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running innopilot watch");
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "watch ended early");
+    }
+    // `head` exits: the reading end closes with samples still to come.
+    drop(reader);
+    let out = child.wait_with_output().expect("waiting for watch");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
 
 fn check_config(args: &[&str]) -> (String, String, Option<i32>) {
