@@ -47,8 +47,10 @@ pub struct GlobalArgs {
     )]
     pub config: Option<PathBuf>,
 
-    /// Server to connect to: mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=PATH&ssl-mode=MODE].
-    /// Prefer INNOPILOT_PASSWORD to a password here.
+    /// Server to connect to:
+    /// mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=PATH&ssl-mode=MODE&ssl-ca=FILE&ssl-cert=FILE&ssl-key=FILE]
+    /// (ssl-mode: disabled, preferred, required, verify-ca, verify-identity). Prefer
+    /// INNOPILOT_PASSWORD to a password here.
     #[arg(
         long,
         global = true,

@@ -67,6 +67,9 @@ pub struct ServerConfig {
     pub resize_timeout: Duration,
     /// The server's datadir as seen from this host (for undo file sizes on MariaDB).
     pub datadir: Option<PathBuf>,
+    /// TLS: `ssl_mode`, `ssl_ca`, `ssl_cert`, `ssl_key`; the DSN's own parameters win,
+    /// the defaults file's fill what is left.
+    pub tls: crate::server::dsn::Tls,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,6 +195,7 @@ impl Default for Config {
                 query_timeout: Duration::from_secs(2),
                 resize_timeout: Duration::from_secs(120),
                 datadir: None,
+                tls: crate::server::dsn::Tls::default(),
             },
             sampler: SamplerConfig {
                 interval: Duration::from_secs(1),
@@ -321,6 +325,10 @@ struct RawServer {
     #[serde(default, with = "humantime_serde")]
     resize_timeout: Option<Duration>,
     datadir: Option<PathBuf>,
+    ssl_mode: Option<String>,
+    ssl_ca: Option<PathBuf>,
+    ssl_cert: Option<PathBuf>,
+    ssl_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -614,6 +622,26 @@ impl Config {
                 secs(3600),
             )?,
             datadir: raw.server.datadir,
+            tls: crate::server::dsn::Tls {
+                mode: raw
+                    .server
+                    .ssl_mode
+                    .as_deref()
+                    .map(|m| {
+                        m.parse().map_err(|_: String| {
+                            cx.invalid(
+                                "server",
+                                "ssl_mode",
+                                format!("{m:?}"),
+                                format!("one of {}", crate::server::dsn::SslMode::NAMES),
+                            )
+                        })
+                    })
+                    .transpose()?,
+                ca: raw.server.ssl_ca,
+                cert: raw.server.ssl_cert,
+                key: raw.server.ssl_key,
+            },
         };
         if let Some(dsn) = &server.dsn {
             crate::server::dsn::parse_dsn(dsn)
@@ -1485,6 +1513,25 @@ mod tests {
 
     fn err(src: &str) -> String {
         Config::parse(src, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn server_tls_keys() {
+        let c = Config::parse(
+            "[server]\nssl_mode = \"VERIFY_IDENTITY\"\nssl_ca = \"/etc/ca.pem\"\n",
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.server.tls.mode,
+            Some(crate::server::dsn::SslMode::VerifyIdentity)
+        );
+        assert_eq!(c.server.tls.ca.as_deref(), Some(Path::new("/etc/ca.pem")));
+        let e = err("[server]\nssl_mode = \"sometimes\"\n");
+        assert!(
+            e.contains("test.toml:2") && e.contains("server.ssl_mode") && e.contains("verify-ca"),
+            "{e}"
+        );
     }
 
     #[test]

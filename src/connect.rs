@@ -33,6 +33,12 @@ pub fn resolve_target(
         (None, Some(df)) => df.to_target(),
         (None, None) => return Err(DsnError::Missing),
     };
+    // TLS: the DSN's parameters, then the configuration's, then the defaults file's.
+    target.tls.fill_from(&config.server.tls);
+    if let Some(df) = &defaults {
+        target.tls.fill_from(&df.tls);
+    }
+    target.tls.validate().map_err(DsnError::Tls)?;
     target.fill_password(env_password);
     if !target.has_password() {
         if let Some(pf) = &config.server.password_file {

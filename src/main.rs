@@ -145,6 +145,20 @@ fn server_from(cli: &Cli, config: &Config) -> anyhow::Result<LiveServer> {
 async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
     let caps = server.probe().await?;
+    let cipher = server.tls_cipher().await?;
+    let mode = server.target().tls.effective_mode();
+    let connection = match &cipher {
+        Some(c) => format!("{} over TLS ({c}; ssl-mode {mode})", server.target()),
+        None => format!(
+            "{} NOT encrypted (ssl-mode {mode}{})",
+            server.target(),
+            if mode == innopilot::server::dsn::SslMode::Disabled {
+                ""
+            } else {
+                ": the server offers no TLS; ssl-mode=required refuses such a server"
+            }
+        ),
+    };
     let mut window = SignalWindow::new(config.sampler.window);
     window.push(server.sample().await?);
     tokio::time::sleep(config.sampler.interval).await;
@@ -158,8 +172,15 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
     if json {
         let mut v = report::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = report::controller_json(state.as_ref());
+        v["connection"] = serde_json::json!({
+            "target": server.target().to_string(),
+            "encrypted": cipher.is_some(),
+            "tls_cipher": cipher,
+            "ssl_mode": mode.name(),
+        });
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
+        outln!("connection {connection}")?;
         out!(
             "{}",
             report::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)

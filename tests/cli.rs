@@ -62,7 +62,15 @@ fn output_into_a_closed_pipe_ends_quietly() {
 fn watch_into_head_ends_quietly() {
     let db = MariaDb::new();
     let mut child = Command::new(innopilot_bin())
-        .args(["watch", "--count", "5", "--interval", "200ms", "--dsn", &db.dsn()])
+        .args([
+            "watch",
+            "--count",
+            "5",
+            "--interval",
+            "200ms",
+            "--dsn",
+            &db.dsn(),
+        ])
         .env_remove("INNOPILOT_CONFIG")
         .env_remove("INNOPILOT_PASSWORD")
         .stdout(Stdio::piped())
@@ -72,7 +80,10 @@ fn watch_into_head_ends_quietly() {
     let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
     for _ in 0..2 {
         let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "watch ended early");
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "watch ended early"
+        );
     }
     // `head` exits: the reading end closes with samples still to come.
     drop(reader);

@@ -15,11 +15,11 @@ pub struct ConnectTarget {
     pub port: u16,
     /// Unix socket path; when set, host/port are only used for messages.
     pub socket: Option<PathBuf>,
-    /// `ssl-mode` query parameter: disabled, preferred (default), required, verify_ca,
-    /// verify_identity.
-    pub ssl_mode: SslMode,
+    /// TLS settings as given; [`Tls::mode`] resolves the mode actually used.
+    pub tls: Tls,
 }
 
+/// `ssl-mode`, as the MySQL client names its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SslMode {
     Disabled,
@@ -28,6 +28,103 @@ pub enum SslMode {
     Required,
     VerifyCa,
     VerifyIdentity,
+}
+
+impl SslMode {
+    pub const NAMES: &'static str = "disabled, preferred, required, verify-ca, verify-identity";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SslMode::Disabled => "disabled",
+            SslMode::Preferred => "preferred",
+            SslMode::Required => "required",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyIdentity => "verify-identity",
+        }
+    }
+}
+
+impl std::str::FromStr for SslMode {
+    type Err = String;
+
+    /// Accepts the client's spellings: `verify-ca`, `verify_ca`, `VERIFY_CA`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(
+            match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+                "disabled" => SslMode::Disabled,
+                "preferred" => SslMode::Preferred,
+                "required" => SslMode::Required,
+                "verify-ca" => SslMode::VerifyCa,
+                "verify-identity" => SslMode::VerifyIdentity,
+                _ => return Err(format!("ssl-mode `{s}` is not one of {}", SslMode::NAMES)),
+            },
+        )
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// TLS settings from one source (DSN, configuration, defaults file); unset fields are
+/// filled from the next source by [`Tls::fill_from`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    pub mode: Option<SslMode>,
+    /// CA certificate(s) to verify the server with (PEM).
+    pub ca: Option<PathBuf>,
+    /// Client certificate (PEM), for accounts created `REQUIRE X509`.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+impl Tls {
+    /// Fills what is unset here from a source of lower precedence.
+    pub fn fill_from(&mut self, other: &Tls) {
+        self.mode = self.mode.or(other.mode);
+        self.ca = self.ca.take().or_else(|| other.ca.clone());
+        self.cert = self.cert.take().or_else(|| other.cert.clone());
+        self.key = self.key.take().or_else(|| other.key.clone());
+    }
+
+    /// The mode used: as given; else `verify-ca` when a CA is given (a CA is given to
+    /// be checked, as the MySQL client does); else `preferred`.
+    pub fn effective_mode(&self) -> SslMode {
+        match (self.mode, &self.ca) {
+            (Some(m), _) => m,
+            (None, Some(_)) => SslMode::VerifyCa,
+            (None, None) => SslMode::Preferred,
+        }
+    }
+
+    /// A client certificate needs its key and the other way round; verification needs
+    /// something to verify against only when a CA is named. Checked before connecting.
+    pub fn validate(&self) -> Result<(), String> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => return Err("ssl-cert is given without ssl-key: give both (the client certificate and its private key)".into()),
+            (None, Some(_)) => return Err("ssl-key is given without ssl-cert: give both (the client certificate and its private key)".into()),
+            _ => {}
+        }
+        if self.effective_mode() == SslMode::Disabled && (self.ca.is_some() || self.cert.is_some())
+        {
+            return Err("ssl-mode is disabled but ssl-ca or ssl-cert is given: remove them or choose another ssl-mode".into());
+        }
+        for (name, path) in [
+            ("ssl-ca", &self.ca),
+            ("ssl-cert", &self.cert),
+            ("ssl-key", &self.key),
+        ] {
+            if let Some(p) = path {
+                if let Err(e) = std::fs::metadata(p) {
+                    return Err(format!("{name} {}: {e}", p.display()));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl ConnectTarget {
@@ -79,19 +176,21 @@ impl fmt::Debug for ConnectTarget {
             .field("host", &self.host)
             .field("port", &self.port)
             .field("socket", &self.socket)
-            .field("ssl_mode", &self.ssl_mode)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DsnError {
-    #[error("invalid DSN {shown}: {problem}. Expected mysql://USER[:PASSWORD]@HOST[:PORT][/][?socket=/path/mysqld.sock&ssl-mode=required], e.g. mysql://innopilot@127.0.0.1:3306/")]
+    #[error("invalid DSN {shown}: {problem}. Expected mysql://USER[:PASSWORD]@HOST[:PORT][/][?socket=/path/mysqld.sock&ssl-mode=verify-ca&ssl-ca=/path/ca.pem], e.g. mysql://innopilot@127.0.0.1:3306/")]
     Invalid { shown: String, problem: String },
     #[error("cannot read password file {path}: {message}. Create it with the password on its first line, readable by innopilot only (chmod 600)")]
     PasswordFile { path: String, message: String },
     #[error("cannot read defaults file {path}: {message}")]
     DefaultsFile { path: String, message: String },
+    #[error("TLS settings: {0}")]
+    Tls(String),
     #[error("no server to connect to: pass --dsn, set INNOPILOT_DSN, set server.dsn in the config file, or give a --defaults-file with a [client] section")]
     Missing,
 }
@@ -217,7 +316,7 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
         },
         port,
         socket: None,
-        ssl_mode: SslMode::default(),
+        tls: Tls::default(),
     };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair
@@ -227,24 +326,15 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
         match k {
             "socket" => target.socket = Some(PathBuf::from(v)),
             "ssl-mode" | "ssl_mode" | "sslmode" => {
-                target.ssl_mode = match v.to_ascii_lowercase().as_str() {
-                    "disabled" => SslMode::Disabled,
-                    "preferred" => SslMode::Preferred,
-                    "required" => SslMode::Required,
-                    "verify_ca" | "verify-ca" => SslMode::VerifyCa,
-                    "verify_identity" | "verify-identity" => SslMode::VerifyIdentity,
-                    other => {
-                        return Err(invalid(
-                            dsn,
-                            format!("ssl-mode `{other}` is not one of disabled, preferred, required, verify_ca, verify_identity"),
-                        ))
-                    }
-                }
+                target.tls.mode = Some(v.parse().map_err(|e: String| invalid(dsn, e))?)
             }
+            "ssl-ca" | "ssl_ca" | "sslca" => target.tls.ca = Some(PathBuf::from(v)),
+            "ssl-cert" | "ssl_cert" | "sslcert" => target.tls.cert = Some(PathBuf::from(v)),
+            "ssl-key" | "ssl_key" | "sslkey" => target.tls.key = Some(PathBuf::from(v)),
             other => {
                 return Err(invalid(
                     dsn,
-                    format!("unknown parameter `{other}` (known: socket, ssl-mode)"),
+                    format!("unknown parameter `{other}` (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key)"),
                 ))
             }
         }
@@ -269,6 +359,7 @@ pub struct ClientDefaults {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub socket: Option<PathBuf>,
+    pub tls: Tls,
 }
 
 pub fn read_defaults_file(path: &Path) -> Result<ClientDefaults, DsnError> {
@@ -317,7 +408,22 @@ pub fn parse_defaults(text: &str) -> Result<ClientDefaults, String> {
                 })?)
             }
             "socket" => out.socket = Some(PathBuf::from(v)),
-            _ => {} // other client options (ssl-*, default-character-set) are not ours
+            "ssl_mode" => {
+                out.tls.mode = Some(v.parse().map_err(|e| format!("line {}: {e}", n + 1))?)
+            }
+            "ssl_ca" => out.tls.ca = Some(PathBuf::from(v)),
+            "ssl_cert" => out.tls.cert = Some(PathBuf::from(v)),
+            "ssl_key" => out.tls.key = Some(PathBuf::from(v)),
+            // The MariaDB client's spellings: `ssl` asks for TLS, `skip-ssl` refuses
+            // it, `ssl-verify-server-cert` checks the certificate and the host name.
+            "ssl" if !matches!(v.as_str(), "0" | "off" | "OFF" | "false") => {
+                out.tls.mode = out.tls.mode.or(Some(SslMode::Required))
+            }
+            "skip_ssl" | "ssl" => out.tls.mode = Some(SslMode::Disabled),
+            "ssl_verify_server_cert" if !matches!(v.as_str(), "0" | "off" | "OFF" | "false") => {
+                out.tls.mode = Some(SslMode::VerifyIdentity)
+            }
+            _ => {} // other client options (default-character-set, ...) are not ours
         }
     }
     Ok(out)
@@ -332,7 +438,7 @@ impl ClientDefaults {
             host: self.host.clone().unwrap_or_else(|| "localhost".into()),
             port: self.port.unwrap_or(3306),
             socket: self.socket.clone(),
-            ssl_mode: SslMode::default(),
+            tls: self.tls.clone(),
         }
     }
 }
@@ -362,7 +468,58 @@ mod tests {
             (t.host.as_str(), t.port, t.password()),
             ("::1", 3310, Some("p@ss"))
         );
-        assert_eq!(t.ssl_mode, SslMode::Required);
+        assert_eq!(t.tls.mode, Some(SslMode::Required));
+        let t = parse_dsn(
+            "mysql://u@h/?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-cert=/c.pem&ssl-key=/k.pem",
+        )
+        .unwrap();
+        assert_eq!(t.tls.effective_mode(), SslMode::VerifyIdentity);
+        assert_eq!(
+            (
+                t.tls.ca.as_deref(),
+                t.tls.cert.as_deref(),
+                t.tls.key.as_deref()
+            ),
+            (
+                Some(Path::new("/ca.pem")),
+                Some(Path::new("/c.pem")),
+                Some(Path::new("/k.pem"))
+            )
+        );
+        // A CA alone means "verify with it".
+        let t = parse_dsn("mysql://u@h/?ssl-ca=/ca.pem").unwrap();
+        assert_eq!(t.tls.effective_mode(), SslMode::VerifyCa);
+        assert_eq!(
+            parse_dsn("mysql://u@h").unwrap().tls.effective_mode(),
+            SslMode::Preferred
+        );
+    }
+
+    #[test]
+    fn tls_settings_are_checked_before_connecting() {
+        let t = parse_dsn("mysql://u@h/?ssl-cert=/c.pem").unwrap();
+        assert!(t.tls.validate().unwrap_err().contains("ssl-key"));
+        let t = parse_dsn("mysql://u@h/?ssl-mode=disabled&ssl-ca=/ca.pem").unwrap();
+        assert!(t.tls.validate().unwrap_err().contains("disabled"));
+        let t = parse_dsn("mysql://u@h/?ssl-ca=/nonexistent/ca.pem").unwrap();
+        assert!(t
+            .tls
+            .validate()
+            .unwrap_err()
+            .contains("/nonexistent/ca.pem"));
+        let mut dsn = Tls {
+            mode: Some(SslMode::Required),
+            ..Tls::default()
+        };
+        dsn.fill_from(&Tls {
+            mode: Some(SslMode::Disabled),
+            ca: Some("/ca.pem".into()),
+            ..Tls::default()
+        });
+        assert_eq!(
+            (dsn.mode, dsn.ca.as_deref()),
+            (Some(SslMode::Required), Some(Path::new("/ca.pem")))
+        );
     }
 
     #[test]
@@ -407,6 +564,14 @@ mod tests {
         assert!(parse_defaults("[client]\nport=abc")
             .unwrap_err()
             .contains("line 2"));
+        let d = parse_defaults("[client]\nssl-ca=/ca.pem\nssl-verify-server-cert\n").unwrap();
+        assert_eq!(d.tls.mode, Some(SslMode::VerifyIdentity));
+        assert_eq!(d.tls.ca.as_deref(), Some(Path::new("/ca.pem")));
+        let d = parse_defaults("[client]\nskip-ssl\n").unwrap();
+        assert_eq!(d.tls.mode, Some(SslMode::Disabled));
+        assert!(parse_defaults("[client]\nssl-mode=sometimes")
+            .unwrap_err()
+            .contains("verify-identity"));
     }
 
     #[test]

@@ -198,7 +198,7 @@ impl LiveServer {
             .host(&t.host)
             .port(t.port)
             .username(&t.user)
-            .ssl_mode(match t.ssl_mode {
+            .ssl_mode(match t.tls.effective_mode() {
                 SslMode::Disabled => MySqlSslMode::Disabled,
                 SslMode::Preferred => MySqlSslMode::Preferred,
                 SslMode::Required => MySqlSslMode::Required,
@@ -219,6 +219,15 @@ impl LiveServer {
         }
         if let Some(s) = &t.socket {
             o = o.socket(s);
+        }
+        if let Some(ca) = &t.tls.ca {
+            o = o.ssl_ca(ca);
+        }
+        if let Some(cert) = &t.tls.cert {
+            o = o.ssl_client_cert(cert);
+        }
+        if let Some(key) = &t.tls.key {
+            o = o.ssl_client_key(key);
         }
         o
     }
@@ -824,6 +833,22 @@ impl LiveServer {
     ) -> Result<BTreeMap<String, String>, ServerError> {
         self.name_values("reading global status", "SHOW GLOBAL STATUS", names)
             .await
+    }
+
+    /// The TLS cipher of innopilot's own connection (`Ssl_cipher`); `None` when the
+    /// connection is not encrypted (ssl-mode preferred falls back to plain text
+    /// silently, so `status` asks the server instead of assuming).
+    pub async fn tls_cipher(&mut self) -> Result<Option<String>, ServerError> {
+        let rows = self
+            .fetch(
+                "reading the connection's TLS state",
+                "SHOW SESSION STATUS LIKE 'Ssl_cipher'",
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| col(r, 1))
+            .filter(|c| !c.is_empty()))
     }
 
     /// The process-list row of one connection, its statement cut to `max_chars`.

@@ -27,6 +27,7 @@
 
 pub mod proxy;
 pub mod run;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
