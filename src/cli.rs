@@ -25,7 +25,8 @@ file. Passwords are never printed.\n\n\
 Exit codes: 0 ok, 1 runtime error (server unreachable, query failed), 2 bad configuration \
 or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 6 \
 diagnose --fail-on matched, 130 drain interrupted.",
-    after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';"
+    after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';",
+    disable_help_flag = true
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -60,9 +61,35 @@ pub struct GlobalArgs {
     )]
     pub dsn: Option<String>,
 
-    /// A my.cnf-style file; its [client] section gives user, password, host, port, socket.
+    /// A my.cnf-style option file, read as the mariadb client reads it ([client],
+    /// [client-server], [client-mariadb], then [innopilot]; !include, !includedir).
+    /// Without it and without a DSN: /etc/my.cnf, /etc/mysql/my.cnf, ~/.my.cnf.
     #[arg(long, global = true, value_name = "FILE")]
     pub defaults_file: Option<PathBuf>,
+
+    /// Server host (wins over the DSN and option files), as in Percona Toolkit.
+    #[arg(short = 'h', long, global = true, value_name = "HOST")]
+    pub host: Option<String>,
+
+    /// User name (wins over the DSN and option files).
+    #[arg(short = 'u', long, global = true, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// TCP port (wins over the DSN and option files).
+    #[arg(short = 'P', long, global = true, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+
+    /// Unix socket (wins over the DSN and option files).
+    #[arg(short = 'S', long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Ask for the password on the terminal (not echoed); wins over every other source.
+    #[arg(long, global = true)]
+    pub ask_pass: bool,
+
+    /// Print help (-h is the host, as in the mariadb client and Percona Toolkit).
+    #[arg(long, global = true, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 
     /// Log format on standard error (levels via RUST_LOG, e.g. RUST_LOG=innopilot=debug).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -84,6 +111,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also say where each connection setting came from (DSN, option file and
+        /// line, flag, built-in default).
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// A line per sample, every interval, until interrupted (Ctrl-C).
     Watch {

@@ -13,7 +13,7 @@ use tokio::time::MissedTickBehavior;
 use innopilot::audit::{AuditLog, Mode};
 use innopilot::cli::{Cli, Command, FailOn, LogFormat};
 use innopilot::config::{Config, ConfigError};
-use innopilot::connect::{live_server, resolve_target, PASSWORD_ENV};
+use innopilot::connect::{live_server, resolve, standard_option_files, ConnectArgs, PASSWORD_ENV};
 use innopilot::control::{recover, release_path, ControlError, Controller, Reload, RunOptions};
 use innopilot::diagnose;
 use innopilot::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
@@ -132,23 +132,49 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 }
 
 fn server_from(cli: &Cli, config: &Config) -> anyhow::Result<LiveServer> {
+    let g = &cli.global;
     let env_pw = std::env::var(PASSWORD_ENV).ok();
-    let target = resolve_target(
-        cli.global.dsn.as_deref(),
-        cli.global.defaults_file.as_deref(),
+    let typed_password = if g.ask_pass {
+        // Not echoed; read from the terminal, so it never reaches argv or the
+        // environment.
+        Some(rpassword::prompt_password("Enter password: ").context("--ask-pass")?)
+    } else {
+        None
+    };
+    // clap fills --dsn from INNOPILOT_DSN too: the same text means it came from there.
+    let dsn_source = match (&g.dsn, std::env::var("INNOPILOT_DSN")) {
+        (Some(d), Ok(env)) if *d == env => "INNOPILOT_DSN",
+        _ => "--dsn",
+    };
+    let target = resolve(
+        &ConnectArgs {
+            dsn: g.dsn.as_deref(),
+            dsn_source,
+            defaults_file: g.defaults_file.as_deref(),
+            host: g.host.as_deref(),
+            user: g.user.as_deref(),
+            port: g.port,
+            socket: g.socket.as_deref(),
+            typed_password,
+            search_path: standard_option_files(),
+        },
         env_pw,
         config,
     )?;
     Ok(live_server(target, config))
 }
 
-async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
+async fn status(cli: &Cli, config: &Config, json: bool, verbose: bool) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
     let caps = server.probe().await?;
     let cipher = server.tls_cipher().await?;
     let mode = server.target().tls.effective_mode();
     let connection = match &cipher {
         Some(c) => format!("{} over TLS ({c}; ssl-mode {mode})", server.target()),
+        None if server.target().socket.is_some() => format!(
+            "{} over a local unix socket (not encrypted; ssl-mode {mode})",
+            server.target()
+        ),
         None => format!(
             "{} NOT encrypted (ssl-mode {mode}{})",
             server.target(),
@@ -177,10 +203,17 @@ async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
             "encrypted": cipher.is_some(),
             "tls_cipher": cipher,
             "ssl_mode": mode.name(),
+            "sources": server.target().sources,
         });
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         outln!("connection {connection}")?;
+        if verbose {
+            // Where each connection setting came from: nothing is guessed silently.
+            for (setting, source) in &server.target().sources {
+                outln!("  {setting:<10} from {source}")?;
+            }
+        }
         out!(
             "{}",
             report::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
@@ -707,9 +740,9 @@ fn check_config(cli: &Cli) -> anyhow::Result<()> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::CheckConfig => check_config(&cli),
-        Command::Status { json } => {
+        Command::Status { json, verbose } => {
             let config = load_config(&cli)?;
-            status(&cli, &config, *json).await
+            status(&cli, &config, *json, *verbose).await
         }
         Command::Run {
             dry_run,

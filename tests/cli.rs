@@ -94,6 +94,72 @@ fn watch_into_head_ends_quietly() {
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
 
+/// An option file holding only `!include` (the case that once fell back to
+/// root@localhost:3306): the included [client] section is used, and `status --verbose`
+/// names the file and line each setting came from. `-h -P -u` reach the same server.
+#[test]
+fn option_file_with_include_and_percona_style_flags() {
+    let db = MariaDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.cnf");
+    std::fs::write(
+        &real,
+        format!(
+            "[mysqld]\nport=1\n[client]\nuser=root\nhost=127.0.0.1\n[client-mariadb]\nport={}\n",
+            db.port()
+        ),
+    )
+    .unwrap();
+    let top = dir.path().join("client.cnf");
+    std::fs::write(&top, "!include real.cnf\n").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(innopilot_bin())
+            .args(args)
+            .env_remove("INNOPILOT_DSN")
+            .env_remove("INNOPILOT_CONFIG")
+            .env_remove("INNOPILOT_PASSWORD")
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("running innopilot");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        stdout
+    };
+    let out = run(&[
+        "status",
+        "--verbose",
+        "--defaults-file",
+        top.to_str().unwrap(),
+    ]);
+    let port = db.port().to_string();
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.contains(&format!("root@127.0.0.1:{port}"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "port       from {}:7 [client-mariadb]",
+            real.display()
+        )),
+        "{out}"
+    );
+    let out = run(&[
+        "status",
+        "-h",
+        "127.0.0.1",
+        "-P",
+        &port,
+        "-u",
+        "root",
+        "--verbose",
+    ]);
+    assert!(out.contains(&format!("root@127.0.0.1:{port}")), "{out}");
+    assert!(out.contains("host       from -h/--host"), "{out}");
+}
+
 fn check_config(args: &[&str]) -> (String, String, Option<i32>) {
     let out = Command::new(innopilot_bin())
         .arg("check-config")
