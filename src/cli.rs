@@ -25,7 +25,9 @@ file. Passwords are never printed.\n\n\
 Exit codes: 0 ok, 1 runtime error (server unreachable, query failed), 2 bad configuration \
 or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 6 \
 diagnose --fail-on matched, 130 drain interrupted.",
-    after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';",
+    after_help = "Observing needs: GRANT PROCESS, SLAVE MONITOR ON *.* TO 'innopilot'@'localhost'; \
+(MariaDB >= 10.5.9) or GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost'; \
+(MySQL, older MariaDB).",
     disable_help_flag = true
 )]
 pub struct Cli {
@@ -135,7 +137,8 @@ pub enum Command {
     /// without it.
     Run {
         /// Decide and write the audit log, but never change the server (needs only
-        /// PROCESS and REPLICATION CLIENT).
+        /// PROCESS and SLAVE MONITOR on MariaDB >= 10.5.9, PROCESS and REPLICATION
+        /// CLIENT elsewhere).
         #[arg(long)]
         dry_run: bool,
         /// Audit log path, "-" for standard output (overrides audit.path).

@@ -592,6 +592,23 @@ fn onoff(v: Option<bool>) -> &'static str {
 
 fn replica(f: &Facts) -> Vec<Finding> {
     let x = &f.signals.sample;
+    if f.caps.signals.replica == crate::server::flavor::ReplicaSource::Unreadable {
+        let privilege = crate::server::flavor::replica_status_privilege(&f.caps.identity);
+        let account = match f.caps.account.split_once('@') {
+            Some((u, h)) => format!("'{u}'@'{h}'"),
+            None if f.caps.account.is_empty() => "'innopilot'@'localhost'".to_string(),
+            None => format!("'{}'", f.caps.account),
+        };
+        return vec![Finding::new(
+            "replica",
+            "replica_status_unreadable",
+            Severity::Warning,
+            "Replica status cannot be read: whether this is a replica, and its lag, are unknown".into(),
+        )
+        .why(format!("{} was refused for this account. On {} {} it needs {privilege}; without it a lagging replica looks like a primary.", crate::server::flavor::replica_statement(&f.caps.identity), f.caps.identity.flavor, f.caps.identity.version))
+        .todo("Grant the privilege, then run diagnose again.".to_string())
+        .sql(format!("GRANT {privilege} ON *.* TO {account};"))];
+    }
     if !x.is_replica {
         return vec![Finding::new(
             "replica",
@@ -728,7 +745,9 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
             "flavor": f.caps.identity.flavor,
             "version": f.caps.identity.version.to_string(),
             "version_string": f.caps.identity.version_string,
-            "is_replica": f.signals.sample.is_replica,
+            // Unknown (null) when replica status could not be read.
+            "is_replica": (f.caps.signals.replica != crate::server::flavor::ReplicaSource::Unreadable)
+                .then_some(f.signals.sample.is_replica),
         },
         "unix_ms": f.signals.sample.unix_ms,
         "worst": worst,

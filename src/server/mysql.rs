@@ -549,8 +549,15 @@ impl Server for LiveServer {
             }
             Ok(_) => ReplicaSource::NotReplica,
             Err(e) if e.is_connection_lost() => return Err(e),
-            // Without REPLICATION CLIENT / SLAVE MONITOR the lag is simply unknown.
-            Err(_) => ReplicaSource::NotReplica,
+            // Refused (a missing privilege) is not "no rows": whether this server is a
+            // replica is unknown, and `diagnose` says so with the grant that fixes it.
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; replica lag is unknown (GRANT {} ON *.* to innopilot's account)",
+                    super::flavor::replica_status_privilege(&identity)
+                );
+                ReplicaSource::Unreadable
+            }
         };
         let undo = match identity.flavor {
             Flavor::MySql if identity.version >= Version::new(8, 0, 0) => UndoSource::InfoSchema,
@@ -601,7 +608,10 @@ impl Server for LiveServer {
         if sample.undo_bytes.is_none() {
             sample.undo_bytes = self.stat_undo(&caps);
         }
-        if caps.signals.replica != ReplicaSource::NotReplica {
+        if matches!(
+            caps.signals.replica,
+            ReplicaSource::ShowReplicaStatus | ReplicaSource::ShowSlaveStatus
+        ) {
             sample.is_replica = true;
             let stmt = replica_statement(&caps.identity);
             let rows = self.fetch("reading replica status", stmt).await?;
