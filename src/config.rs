@@ -39,6 +39,20 @@ pub struct Config {
     pub knobs: BTreeMap<Knob, KnobLimits>,
     pub policy: PolicyConfig,
     pub http: HttpConfig,
+    pub check: CheckConfig,
+}
+
+/// The limits behind `/check` (freno-compatible): background work (gh-ost, batch
+/// jobs, backups) may proceed while every signal is under its limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckConfig {
+    pub enabled: bool,
+    /// Purge debt: InnoDB history list length, records.
+    pub max_history_records: u64,
+    /// Redo fill, percent of the sync-flush point.
+    pub max_redo_fill_pct: f64,
+    /// Replica lag (on a replica; unknown lag there counts as over the limit).
+    pub max_replica_lag: Duration,
 }
 
 /// The HTTP endpoints (`/metrics`, `/healthz`, `/readyz`; see `crate::http`).
@@ -238,6 +252,12 @@ impl Default for Config {
                     batch_size: 100,
                 },
             },
+            check: CheckConfig {
+                enabled: true,
+                max_history_records: 1_000_000,
+                max_redo_fill_pct: 75.0,
+                max_replica_lag: Duration::from_secs(30),
+            },
             http: HttpConfig {
                 enabled: true,
                 listen: "127.0.0.1:9187".into(),
@@ -290,6 +310,18 @@ struct Raw {
     policy: RawPolicy,
     #[serde(default)]
     http: RawHttp,
+    #[serde(default)]
+    check: RawCheck,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    enabled: Option<bool>,
+    max_history_records: Option<i64>,
+    max_redo_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    max_replica_lag: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -910,6 +942,35 @@ impl Config {
             ));
         }
 
+        let c = raw.check;
+        let check = CheckConfig {
+            enabled: c.enabled.unwrap_or(d.check.enabled),
+            max_history_records: cx.int(
+                "check",
+                "max_history_records",
+                c.max_history_records,
+                d.check.max_history_records,
+                1,
+                u32::MAX as u64 * 1000,
+            )?,
+            max_redo_fill_pct: cx.float(
+                "check",
+                "max_redo_fill_pct",
+                c.max_redo_fill_pct,
+                d.check.max_redo_fill_pct,
+                1.0,
+                100.0,
+            )?,
+            max_replica_lag: cx.duration(
+                "check",
+                "max_replica_lag",
+                c.max_replica_lag,
+                d.check.max_replica_lag,
+                secs(1),
+                secs(86_400),
+            )?,
+        };
+
         let purge_rate = cx.purge_rate(raw.policy.purge_rate, &d.policy.purge_rate)?;
         let flush = cx.flush(raw.policy.flush, &d.policy.flush)?;
         let undo = cx.undo(raw.policy.undo, &d.policy.undo)?;
@@ -928,6 +989,7 @@ impl Config {
                 undo,
             },
             http,
+            check,
         })
     }
 

@@ -1,4 +1,5 @@
-//! The HTTP endpoints: `/metrics` (Prometheus text), `/healthz` and `/readyz`.
+//! The HTTP endpoints: `/metrics` (Prometheus text), `/healthz`, `/readyz` and
+//! `/check` (freno-compatible throttle check, see [`crate::check`]).
 //!
 //! A deliberately tiny HTTP/1.x server on a tokio `TcpListener`: GET and HEAD only, one
 //! request per connection (`Connection: close`), request heads up to 8 KiB read within
@@ -19,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::config::CheckConfig;
 use crate::metrics::{healthz, readyz, render, Snapshot};
 
 /// Largest request head accepted.
@@ -49,12 +51,15 @@ pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
     })
 }
 
-/// Serves until the task is dropped or aborted. `stale_after` is the `/healthz` limit.
+/// Serves until the task is dropped or aborted. `stale_after` is the `/healthz` limit,
+/// `check` the `/check` limits.
 pub fn spawn(
     listener: TcpListener,
     rx: SnapshotRx,
     stale_after: Duration,
+    check: CheckConfig,
 ) -> tokio::task::JoinHandle<()> {
+    let check = Arc::new(check);
     tokio::spawn(async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -67,8 +72,9 @@ pub fn spawn(
                 }
             };
             let rx = rx.clone();
+            let check = check.clone();
             tokio::spawn(async move {
-                if let Err(e) = handle(stream, &rx, stale_after).await {
+                if let Err(e) = handle(stream, &rx, stale_after, &check).await {
                     tracing::debug!(%peer, "http: {e}");
                 }
             });
@@ -104,10 +110,16 @@ pub fn respond(
     s: &Snapshot,
     now: Instant,
     stale_after: Duration,
+    check: &CheckConfig,
 ) -> (u16, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
     if req.method != "GET" && req.method != "HEAD" {
         return (405, TEXT, "only GET and HEAD\n".into());
+    }
+    // freno's clients ask `/check/<app>/<store-type>/<store-name>`: one answer for all.
+    if check.enabled && (req.path == "/check" || req.path.starts_with("/check/")) {
+        let v = crate::check::check(s, now, stale_after, check);
+        return (v.status, "application/json", format!("{}\n", v.body));
     }
     match req.path {
         "/metrics" => (
@@ -126,7 +138,8 @@ pub fn respond(
         "/" => (
             200,
             TEXT,
-            "innopilot: /metrics (Prometheus), /healthz (fresh samples), /readyz (started)\n"
+            "innopilot: /metrics (Prometheus), /healthz (fresh samples), /readyz (started), \
+             /check (may background work proceed: 200 or 429)\n"
                 .into(),
         ),
         _ => (
@@ -142,6 +155,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
+        429 => "Too Many Requests",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
@@ -172,6 +186,7 @@ async fn handle(
     mut stream: TcpStream,
     rx: &SnapshotRx,
     stale_after: Duration,
+    check: &CheckConfig,
 ) -> std::io::Result<()> {
     let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
         Err(_) => return Ok(()),
@@ -187,7 +202,7 @@ async fn handle(
         ),
         Some(None) => (400, "text/plain", "bad request\n".to_string(), false),
         Some(Some(req)) => {
-            let (s, c, b) = respond(&req, &snapshot, Instant::now(), stale_after);
+            let (s, c, b) = respond(&req, &snapshot, Instant::now(), stale_after, check);
             (s, c, b, req.method == "HEAD")
         }
     };
@@ -244,19 +259,29 @@ mod tests {
             path: p,
         };
         let d = Duration::from_secs(5);
-        assert_eq!(respond(&get("/healthz"), &s, now, d).0, 200);
-        assert_eq!(respond(&get("/readyz"), &s, now, d).0, 200);
-        assert_eq!(respond(&get("/nope"), &s, now, d).0, 404);
-        let (code, ctype, body) = respond(&get("/metrics"), &s, now, d);
+        let c = crate::config::Config::default().check;
+        assert_eq!(respond(&get("/healthz"), &s, now, d, &c).0, 200);
+        assert_eq!(respond(&get("/readyz"), &s, now, d, &c).0, 200);
+        assert_eq!(respond(&get("/nope"), &s, now, d, &c).0, 404);
+        let (code, ctype, body) = respond(&get("/metrics"), &s, now, d, &c);
         assert_eq!(code, 200);
         assert!(ctype.contains("0.0.4") && body.contains("innopilot_up 1"));
         let post = Request {
             method: "POST",
             path: "/metrics",
         };
-        assert_eq!(respond(&post, &s, now, d).0, 405);
+        assert_eq!(respond(&post, &s, now, d, &c).0, 405);
         let stale = now + Duration::from_secs(6);
-        assert_eq!(respond(&get("/healthz"), &s, stale, d).0, 503);
+        assert_eq!(respond(&get("/healthz"), &s, stale, d, &c).0, 503);
+        // freno's paths; no signals yet but a fresh sample: nothing is over a limit.
+        let (code, ctype, body) = respond(&get("/check/gh-ost/mysql/main"), &s, now, d, &c);
+        assert_eq!((code, ctype), (200, "application/json"), "{body}");
+        assert_eq!(respond(&get("/check"), &s, stale, d, &c).0, 503);
+        let off = crate::config::CheckConfig {
+            enabled: false,
+            ..c.clone()
+        };
+        assert_eq!(respond(&get("/check"), &s, now, d, &off).0, 404);
     }
 
     #[tokio::test]
@@ -264,7 +289,12 @@ mod tests {
         let listener = bind("127.0.0.1:0").await.unwrap();
         let addr = local_addr(&listener).unwrap();
         let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
-        let task = spawn(listener, rx, Duration::from_secs(5));
+        let task = spawn(
+            listener,
+            rx,
+            Duration::from_secs(5),
+            crate::config::Config::default().check,
+        );
         let get = |path: &'static str| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
             s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())

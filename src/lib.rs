@@ -26,6 +26,7 @@
 //!   server restarts, shutdown).
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus text rendering.
+//! - [`check`]: `/check`, the freno-compatible "may background work proceed" answer.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz` on a tiny tokio listener.
 //! - [`drain`]: `innopilot drain`, waiting for purge to catch up (before a shutdown).
 //! - [`diagnose`]: `innopilot diagnose`, a one-shot report with findings and SQL.
@@ -36,6 +37,7 @@
 
 pub mod actuator;
 pub mod audit;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod connect;

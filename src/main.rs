@@ -428,11 +428,12 @@ async fn run_controller(
                 let addr = innopilot::http::local_addr(&listener)
                     .map(|a| a.to_string())
                     .unwrap_or_else(|| config.http.listen.clone());
-                tracing::info!(%addr, "serving /metrics, /healthz and /readyz on http://{addr}/");
+                tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /check on http://{addr}/");
                 Some(innopilot::http::spawn(
                     listener,
                     snapshot_rx,
                     config.http.stale_after,
+                    config.check.clone(),
                 ))
             }
             Err(e) if listen.is_some() => return Err(e.into()),
