@@ -151,7 +151,7 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
         /// Address for /metrics, /healthz and /readyz (overrides http.listen and
-        /// enables the endpoints), e.g. "0.0.0.0:9187"; port 0 picks a free one.
+        /// enables the endpoints), e.g. "0.0.0.0:29104"; port 0 picks a free one.
         #[arg(long, value_name = "IP:PORT")]
         listen: Option<String>,
         /// Keep trying to reach the server for this long at start instead of failing

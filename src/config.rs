@@ -260,7 +260,7 @@ impl Default for Config {
             },
             http: HttpConfig {
                 enabled: true,
-                listen: "127.0.0.1:9187".into(),
+                listen: "127.0.0.1:29104".into(),
                 stale_after: Duration::from_secs(10),
             },
         }
@@ -915,7 +915,7 @@ impl Config {
                 "http",
                 "listen",
                 format!("{listen:?}"),
-                "an IP:PORT such as \"127.0.0.1:9187\" or \"[::1]:9187\"",
+                "an IP:PORT such as \"127.0.0.1:29104\" or \"[::1]:29104\"",
             ));
         }
         let http = HttpConfig {

@@ -9,7 +9,7 @@
 //! published, so a slow or hung server can never make a scrape hang.
 //!
 //! Binds 127.0.0.1 by default (`[http] listen`); exposing it further is a deliberate
-//! act (`--listen 0.0.0.0:9187`, e.g. in a pod, where the kubelet probes the pod IP).
+//! act (`--listen 0.0.0.0:29104`, e.g. in a pod, where the kubelet probes the pod IP).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

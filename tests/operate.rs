@@ -594,7 +594,7 @@ fn container_and_kubernetes_manifests() {
         !user.starts_with("root") && !user.starts_with('0'),
         "USER {user}"
     );
-    assert!(dockerfile.contains("EXPOSE 9187"));
+    assert!(dockerfile.contains("EXPOSE 29104"));
 
     // compose: MariaDB, a sysbench load, innopilot as advisor (dry-run) and live.
     let compose = &yaml_docs(&repo("docker/compose.yaml"))[0];
