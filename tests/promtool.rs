@@ -46,9 +46,7 @@ async fn a_live_scrape_passes_promtool_check_metrics() {
         "a scrape with signals",
         Duration::from_secs(60),
         Duration::from_millis(250),
-        || async {
-            scrape(port).filter(|b| b.contains("innopilot_innodb_history_list_length"))
-        },
+        || async { scrape(port).filter(|b| b.contains("innopilot_innodb_history_list_length")) },
     )
     .await;
     load.stop().await;
