@@ -27,7 +27,8 @@
 //! - [`report`]: `status` and `watch` rendering (human table, JSON).
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus text rendering.
 //! - [`check`]: `/check`, the freno-compatible "may background work proceed" answer.
-//! - [`http`]: `/metrics`, `/healthz`, `/readyz` on a tiny tokio listener.
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz`, `/check` on hyper, capped and with
+//!   deadlines.
 //! - [`drain`]: `innopilot drain`, waiting for purge to catch up (before a shutdown).
 //! - [`diagnose`]: `innopilot diagnose`, a one-shot report with findings and SQL.
 //! - [`sim`]: the deterministic InnoDB model behind the same `Server` trait, scenarios,
