@@ -922,7 +922,17 @@ fn simulate(
     let run = sim::compare::run_with(&sc, &peer, seed, config.as_ref())?;
     let summary = sim::summary(&run);
     if let Some(dir) = out {
-        sim::write_outputs(&run, dir)?;
+        // The plots compare with the flavor's defaults on the same axes, so a reader
+        // sees whether the policy helped.
+        let baseline_name = match run.flavor {
+            sim::scenario::SimFlavor::MySql80 => "mysql8_defaults",
+            sim::scenario::SimFlavor::MariaDb1011 => "mariadb1011_defaults",
+        };
+        let baseline = match sim::Peer::named(baseline_name) {
+            Some(b) if b.name != run.peer => Some(sim::compare::run_with(&sc, &b, seed, None)?),
+            _ => None,
+        };
+        sim::write_outputs_compared(&run, baseline.as_ref(), dir)?;
     }
     if json {
         outln!("{}", serde_json::to_string_pretty(&summary)?)?;
@@ -941,7 +951,7 @@ fn simulate(
         }
         if let Some(dir) = out {
             eprintln!(
-                "wrote timeseries.csv, summary.json, decisions.jsonl and plots to {}",
+                "wrote timeseries.csv, summary.json, decisions.jsonl and plots (against the flavor's defaults) to {}",
                 dir.display()
             );
         }

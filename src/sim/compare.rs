@@ -54,6 +54,8 @@ pub struct SimRun {
     pub loaded: Vec<bool>,
     pub seconds: Vec<Second>,
     pub decisions: Vec<SimDecision>,
+    /// The read views of this run (start, end), seconds: shaded in the plots.
+    pub views: Vec<(f64, f64)>,
 }
 
 /// What the comparison table shows for one run.
@@ -235,6 +237,12 @@ fn finish(scenario: &Scenario, peer: &Peer, seed: u64, model: &mut Model, audit:
         loaded,
         seconds,
         decisions: decisions_from_audit(audit, EPOCH_UNIX_MS),
+        views: scenario
+            .realize(seed)
+            .views
+            .iter()
+            .map(|v| (v.start_s, v.end_s))
+            .collect(),
     }
 }
 
@@ -449,6 +457,16 @@ pub fn to_csv(run: &SimRun) -> String {
 /// Writes `timeseries.csv`, `summary.json`, `decisions.jsonl` and the SVG plots into
 /// `dir` (created if missing). Returns the files written.
 pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
+    write_outputs_compared(run, None, dir)
+}
+
+/// [`write_outputs`], with the plots also showing `baseline` (the same scenario under
+/// another policy) on the same axes, so a reader sees whether the policy helped.
+pub fn write_outputs_compared(
+    run: &SimRun,
+    baseline: Option<&SimRun>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, SimError> {
     let io = |path: &Path, e: std::io::Error| SimError::Io {
         what: "cannot write",
         path: path.to_path_buf(),
@@ -492,7 +510,9 @@ pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError>
     }
     std::fs::write(&dec, text).map_err(|e| io(&dec, e))?;
     written.push(dec);
-    written.extend(super::plot::write_svgs(run, dir)?);
+    let mut arms = vec![run];
+    arms.extend(baseline);
+    written.extend(super::plot::write_svgs(&arms, dir)?);
     Ok(written)
 }
 

@@ -23,7 +23,9 @@ pub mod peers;
 pub mod plot;
 pub mod scenario;
 
-pub use compare::{compare, run, summary, write_outputs, CompareTable, SimRun, Summary};
+pub use compare::{
+    compare, run, summary, write_outputs, write_outputs_compared, CompareTable, SimRun, Summary,
+};
 pub use peers::Peer;
 pub use scenario::Scenario;
 
