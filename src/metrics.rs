@@ -319,6 +319,33 @@ fn u(v: Option<u64>) -> Option<f64> {
     v.map(|x| x as f64)
 }
 
+/// Every `event` of `innopilot_audit_events_total` (the audit log's event names),
+/// exported from the start at 0.
+pub const AUDIT_EVENTS: [&str; 12] = [
+    "start",
+    "decision",
+    "restore",
+    "recovery_skipped",
+    "operator_override",
+    "released",
+    "connection_lost",
+    "connection_regained",
+    "stop",
+    "warning",
+    "purge_blocked",
+    "purge_unblocked",
+];
+
+/// Every `outcome` of `innopilot_decisions_total`.
+pub const DECISION_OUTCOMES: [&str; 6] = [
+    "applied",
+    "dry_run",
+    "clipped",
+    "rejected",
+    "no_change",
+    "failed",
+];
+
 /// Every `kind` of `innopilot_errors_total`, exported from the start at 0.
 pub const ERROR_KINDS: [&str; 9] = [
     "connect",
@@ -675,7 +702,20 @@ pub fn render(s: &Snapshot, _now: Instant) -> String {
         "counter",
         "Decisions written to the audit log, by policy, knob and outcome.",
     );
-    for ((policy, knob, outcome), n) in &t.decisions {
+    // Once a policy has decided about a knob, every outcome of that pair has a series
+    // (0 until it happens), so `increase(...{outcome="failed"}[10m])` sees the first
+    // failure. Pairs that never decided stay absent: policies × knobs × outcomes of
+    // zeros would be noise.
+    let mut decisions: BTreeMap<(String, Knob, String), u64> = BTreeMap::new();
+    for (policy, knob, _) in t.decisions.keys() {
+        for outcome in DECISION_OUTCOMES {
+            decisions.insert((policy.clone(), *knob, outcome.to_string()), 0);
+        }
+    }
+    for (key, n) in &t.decisions {
+        decisions.insert(key.clone(), *n);
+    }
+    for ((policy, knob, outcome), n) in &decisions {
         o.sample(
             "innopilot_decisions_total",
             &[
@@ -691,7 +731,19 @@ pub fn render(s: &Snapshot, _now: Instant) -> String {
         "counter",
         "Audit log records, by event.",
     );
-    for (event, n) in &t.events {
+    for event in AUDIT_EVENTS {
+        let n = t.events.get(event).copied().unwrap_or(0);
+        o.sample(
+            "innopilot_audit_events_total",
+            &[("event", event)],
+            n as f64,
+        );
+    }
+    for (event, n) in t
+        .events
+        .iter()
+        .filter(|(e, _)| !AUDIT_EVENTS.contains(&e.as_str()))
+    {
         o.sample(
             "innopilot_audit_events_total",
             &[("event", event)],
@@ -821,8 +873,11 @@ mod tests {
             "innopilot_server_start_time_seconds 1699999900",
             "# TYPE innopilot_innodb_rows_total counter",
             "innopilot_innodb_rows_total{operation=\"updated\"} 42",
-            // Every error kind has a series from the start.
+            // Every error kind and audit event has a series from the start; a pair
+            // that decided has every outcome.
             "innopilot_errors_total{kind=\"connect\"} 0",
+            "innopilot_audit_events_total{event=\"restore\"} 0",
+            "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"failed\"} 0",
             "innopilot_knob_operator_owned{knob=\"innodb_io_capacity\"} 1",
             "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"applied\"} 2",
             "innopilot_errors_total{kind=\"timeout\"} 1",
