@@ -1,6 +1,13 @@
 //! Where to connect and as whom: DSN parsing, password sources (DSN, environment,
-//! password file, my.cnf-style defaults file) and redaction. A [`ConnectTarget`] can be
+//! password file, my.cnf-style option files) and redaction. A [`ConnectTarget`] can be
 //! printed anywhere: its `Display` never shows the password.
+//!
+//! The DSN is parsed here rather than by `sqlx::mysql::MySqlConnectOptions::from_str`
+//! (whose spellings it accepts: `ssl-mode`/`sslmode`, `ssl-ca`/`sslca`, ...): sqlx 0.8
+//! ignores unknown parameters, so a typo such as `ssl_mod=required` would connect in
+//! plain text without a word, and it offers no getter for the password or the TLS
+//! files, which innopilot needs to layer the other sources on top and to redact
+//! messages. The parsed target is handed to sqlx as typed options.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
