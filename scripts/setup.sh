@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and benchmarks need: Debian's mariadb-server (for the
-# mariadbd and mariadb-install-db binaries; tests start their own private servers) and
-# sysbench, plus the rustfmt and clippy components. Idempotent: does nothing when all is
+# mariadbd and mariadb-install-db binaries; tests start their own private servers),
+# sysbench and prometheus (for promtool), plus the rustfmt and clippy components. Idempotent: does nothing when all is
 # present. Never starts, stops or configures the system MariaDB service.
 set -euo pipefail
 
@@ -19,6 +19,11 @@ packages=(mariadb-server sysbench)
 if ! have systemd-analyze; then
     missing+=(systemd-analyze)
     packages+=(systemd)
+fi
+# tests/promtool.rs lints a live /metrics scrape with `promtool check metrics`.
+if ! have promtool; then
+    missing+=(promtool)
+    packages+=(prometheus)
 fi
 
 if ((${#missing[@]})); then
@@ -42,7 +47,7 @@ if ((${#missing[@]})); then
     fi
     "${sudo[@]}" apt-get update
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}"
-    for bin in mariadbd mariadb-install-db sysbench systemd-analyze; do
+    for bin in mariadbd mariadb-install-db sysbench systemd-analyze promtool; do
         have "$bin" || { echo "setup.sh: $bin still missing after install" >&2; exit 1; }
     done
 fi

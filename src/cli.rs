@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -22,9 +23,12 @@ Connection: --dsn, INNOPILOT_DSN, server.dsn in the config, or a --defaults-file
 section. Password: in the DSN, INNOPILOT_PASSWORD, server.password_file, or the defaults \
 file. Passwords are never printed.\n\n\
 Exit codes: 0 ok, 1 runtime error (server unreachable, query failed), 2 bad configuration \
-or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 130 \
-drain interrupted.",
-    after_help = "Observing needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost';"
+or arguments, 3 missing privileges, 4 gave up on a lost server, 5 drain timed out, 6 \
+diagnose --fail-on matched, 130 drain interrupted.",
+    after_help = "Observing needs: GRANT PROCESS, SLAVE MONITOR ON *.* TO 'innopilot'@'localhost'; \
+(MariaDB >= 10.5.9) or GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'innopilot'@'localhost'; \
+(MySQL, older MariaDB).",
+    disable_help_flag = true
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -46,8 +50,10 @@ pub struct GlobalArgs {
     )]
     pub config: Option<PathBuf>,
 
-    /// Server to connect to: mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=PATH&ssl-mode=MODE].
-    /// Prefer INNOPILOT_PASSWORD to a password here.
+    /// Server to connect to:
+    /// mysql://USER[:PASSWORD]@HOST[:PORT]/[?socket=PATH&ssl-mode=MODE&ssl-ca=FILE&ssl-cert=FILE&ssl-key=FILE]
+    /// (ssl-mode: disabled, preferred, required, verify-ca, verify-identity). Prefer
+    /// INNOPILOT_PASSWORD to a password here.
     #[arg(
         long,
         global = true,
@@ -57,9 +63,35 @@ pub struct GlobalArgs {
     )]
     pub dsn: Option<String>,
 
-    /// A my.cnf-style file; its [client] section gives user, password, host, port, socket.
+    /// A my.cnf-style option file, read as the mariadb client reads it ([client],
+    /// [client-server], [client-mariadb], then [innopilot]; !include, !includedir).
+    /// Without it and without a DSN: /etc/my.cnf, /etc/mysql/my.cnf, ~/.my.cnf.
     #[arg(long, global = true, value_name = "FILE")]
     pub defaults_file: Option<PathBuf>,
+
+    /// Server host (wins over the DSN and option files), as in Percona Toolkit.
+    #[arg(short = 'h', long, global = true, value_name = "HOST")]
+    pub host: Option<String>,
+
+    /// User name (wins over the DSN and option files).
+    #[arg(short = 'u', long, global = true, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// TCP port (wins over the DSN and option files).
+    #[arg(short = 'P', long, global = true, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+
+    /// Unix socket (wins over the DSN and option files).
+    #[arg(short = 'S', long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Ask for the password on the terminal (not echoed); wins over every other source.
+    #[arg(long, global = true)]
+    pub ask_pass: bool,
+
+    /// Print help (-h is the host, as in the mariadb client and Percona Toolkit).
+    #[arg(long, global = true, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 
     /// Log format on standard error (levels via RUST_LOG, e.g. RUST_LOG=innopilot=debug).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -81,6 +113,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also say where each connection setting came from (DSN, option file and
+        /// line, flag, built-in default).
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// A line per sample, every interval, until interrupted (Ctrl-C).
     Watch {
@@ -101,7 +137,8 @@ pub enum Command {
     /// without it.
     Run {
         /// Decide and write the audit log, but never change the server (needs only
-        /// PROCESS and REPLICATION CLIENT).
+        /// PROCESS and SLAVE MONITOR on MariaDB >= 10.5.9, PROCESS and REPLICATION
+        /// CLIENT elsewhere).
         #[arg(long)]
         dry_run: bool,
         /// Audit log path, "-" for standard output (overrides audit.path).
@@ -114,7 +151,7 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
         /// Address for /metrics, /healthz and /readyz (overrides http.listen and
-        /// enables the endpoints), e.g. "0.0.0.0:9187"; port 0 picks a free one.
+        /// enables the endpoints), e.g. "0.0.0.0:29104"; port 0 picks a free one.
         #[arg(long, value_name = "IP:PORT")]
         listen: Option<String>,
         /// Keep trying to reach the server for this long at start instead of failing
@@ -177,6 +214,10 @@ pub enum Command {
         /// Time between samples (default sampler.interval).
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
+        /// Exit 6 when a finding is at least this severe (for cron and CI); without
+        /// it, findings never change the exit code.
+        #[arg(long, value_enum, value_name = "SEVERITY")]
+        fail_on: Option<FailOn>,
     },
     /// Print a shell completion script, e.g. `innopilot completions bash >
     /// /usr/share/bash-completion/completions/innopilot`.
@@ -184,8 +225,14 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `innopilot man > /usr/share/man/man1/innopilot.1`.
-    Man,
+    /// Print the man page (roff), e.g. `innopilot man > /usr/share/man/man1/innopilot.1`;
+    /// with --out-dir, write innopilot.1 and one page per subcommand
+    /// (innopilot-drain.1, ...) there.
+    Man {
+        /// Directory to write every page to, instead of printing the main page.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Hand an operator-owned knob back to a running `innopilot run` (the value it has
     /// now becomes its baseline). Takes effect at the next tick.
     Release {
@@ -213,11 +260,21 @@ pub enum Command {
         /// Every policy on every scenario; prints the comparison table.
         #[arg(long, conflicts_with_all = ["scenario", "policy", "out"])]
         compare: bool,
-        /// Scenario to run (see below).
-        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        /// Scenario to run.
+        #[arg(
+            long,
+            required_unless_present = "compare",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(crate::sim::scenario::NAMES)
+        )]
         scenario: Option<String>,
-        /// Policy (peer) to run it with (see below).
-        #[arg(long, required_unless_present = "compare", value_name = "NAME")]
+        /// Policy (peer) to run it with.
+        #[arg(
+            long,
+            required_unless_present = "compare",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(crate::sim::peers::NAMES)
+        )]
         policy: Option<String>,
         /// Seed of the scenario's randomness: the same seed gives the same result.
         #[arg(long, default_value_t = 1)]
@@ -249,7 +306,12 @@ pub enum Command {
         file: PathBuf,
         /// `innopilot` (the configuration from --config, or the defaults) or
         /// `mariadb1065_adaptive` (the watermark policy alone, as published).
-        #[arg(long, default_value = "innopilot", value_name = "NAME")]
+        #[arg(
+            long,
+            default_value = "innopilot",
+            value_name = "NAME",
+            value_parser = PossibleValuesParser::new(REPLAY_POLICIES)
+        )]
         policy: String,
         /// JSON Lines instead of text.
         #[arg(long)]
@@ -259,11 +321,19 @@ pub enum Command {
     CheckConfig,
 }
 
-const SIM_HELP: &str = "Scenarios: long_read_view, redo_pressure, flush_bound, cold_undo_restart, \
-backup_replica, day, undo_truncation.\n\
-Policies: mysql8_defaults, mariadb1011_defaults, mysql_threshold, mariadb1065_adaptive, \
-one_purge_thread, innopilot.\n\
-The model and its constants: docs/simulator.md.";
+const SIM_HELP: &str = "The model, its scenarios and its constants: docs/simulator.md.";
+
+/// The policies `replay` can run: those with a controller.
+pub const REPLAY_POLICIES: &[&str] = &["innopilot", "mariadb1065_adaptive"];
+
+/// The severity at which `diagnose --fail-on` exits non-zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Exit 6 on a warning or a critical finding.
+    Warning,
+    /// Exit 6 on a critical finding only.
+    Critical,
+}
 
 fn parse_knob(s: &str) -> Result<crate::server::Knob, String> {
     s.parse()
@@ -284,6 +354,36 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut out)?;
     Ok(out)
+}
+
+/// Writes `innopilot.1` and one page per subcommand (`innopilot-drain.1`, ...: the
+/// main page's SEE ALSO names them) into `dir`; returns the files written.
+pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut written = Vec::new();
+    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        std::fs::write(&path, out)?;
+        written.push(path);
+        Ok(())
+    };
+    for sub in cmd.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        // After `build`, a subcommand's display name is `innopilot-NAME`, which
+        // clap_mangen uses for the page's title.
+        write(
+            format!("innopilot-{}", sub.get_name()),
+            sub.clone().version(env!("CARGO_PKG_VERSION")),
+        )?;
+    }
+    write("innopilot".into(), cmd)?;
+    Ok(written)
 }
 
 /// A completion script for `shell`, generated from the command-line definition.
@@ -309,6 +409,22 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
+    fn every_subcommand_the_man_page_names_has_its_own_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_man_pages(dir.path()).unwrap();
+        let main = std::fs::read_to_string(dir.path().join("innopilot.1")).unwrap();
+        for sub in ["drain", "check-config", "simulate", "diagnose"] {
+            let page = dir.path().join(format!("innopilot-{sub}.1"));
+            assert!(written.contains(&page), "{sub}: {written:?}");
+            let text = std::fs::read_to_string(&page).unwrap();
+            assert!(text.contains(&format!(".TH innopilot-{sub} 1")), "{text}");
+            // roff escapes every dash in the text.
+            let roff = format!("innopilot\\-{}", sub.replace('-', "\\-"));
+            assert!(main.contains(&format!("{roff}(1)")), "{main}");
+        }
+    }
+
+    #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
@@ -330,6 +446,10 @@ mod tests {
                 script.contains("diagnose") && script.contains("--boost"),
                 "{shell}"
             );
+            // The real value lists, not free text.
+            for name in ["long_read_view", "mariadb1065_adaptive", "warning"] {
+                assert!(script.contains(name), "{shell} completion lacks {name}");
+            }
         }
     }
 }

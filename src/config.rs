@@ -24,6 +24,7 @@ pub use crate::policy::watermark::WatermarkConfig;
 use crate::server::Knob;
 
 pub mod check;
+pub mod effective;
 
 /// Validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,20 @@ pub struct Config {
     pub knobs: BTreeMap<Knob, KnobLimits>,
     pub policy: PolicyConfig,
     pub http: HttpConfig,
+    pub check: CheckConfig,
+}
+
+/// The limits behind `/check` (freno-compatible): background work (gh-ost, batch
+/// jobs, backups) may proceed while every signal is under its limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckConfig {
+    pub enabled: bool,
+    /// Purge debt: InnoDB history list length, records.
+    pub max_history_records: u64,
+    /// Redo fill, percent of the sync-flush point.
+    pub max_redo_fill_pct: f64,
+    /// Replica lag (on a replica; unknown lag there counts as over the limit).
+    pub max_replica_lag: Duration,
 }
 
 /// The HTTP endpoints (`/metrics`, `/healthz`, `/readyz`; see `crate::http`).
@@ -64,6 +79,9 @@ pub struct ServerConfig {
     pub resize_timeout: Duration,
     /// The server's datadir as seen from this host (for undo file sizes on MariaDB).
     pub datadir: Option<PathBuf>,
+    /// TLS: `ssl_mode`, `ssl_ca`, `ssl_cert`, `ssl_key`; the DSN's own parameters win,
+    /// the defaults file's fill what is left.
+    pub tls: crate::server::dsn::Tls,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +155,7 @@ impl Default for Config {
                 query_timeout: Duration::from_secs(2),
                 resize_timeout: Duration::from_secs(120),
                 datadir: None,
+                tls: crate::server::dsn::Tls::default(),
             },
             sampler: SamplerConfig {
                 interval: Duration::from_secs(1),
@@ -157,9 +176,15 @@ impl Default for Config {
             },
             knobs: Knob::ALL.iter().map(|k| (*k, default_limits(*k))).collect(),
             policy: PolicyConfig::default(),
+            check: CheckConfig {
+                enabled: true,
+                max_history_records: 1_000_000,
+                max_redo_fill_pct: 75.0,
+                max_replica_lag: Duration::from_secs(30),
+            },
             http: HttpConfig {
                 enabled: true,
-                listen: "127.0.0.1:9187".into(),
+                listen: "127.0.0.1:29104".into(),
                 stale_after: Duration::from_secs(10),
             },
         }
@@ -248,6 +273,18 @@ struct Raw {
     _policy: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     http: RawHttp,
+    #[serde(default)]
+    check: RawCheck,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    enabled: Option<bool>,
+    max_history_records: Option<i64>,
+    max_redo_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    max_replica_lag: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -272,6 +309,10 @@ struct RawServer {
     #[serde(default, with = "humantime_serde")]
     resize_timeout: Option<Duration>,
     datadir: Option<PathBuf>,
+    ssl_mode: Option<String>,
+    ssl_ca: Option<PathBuf>,
+    ssl_cert: Option<PathBuf>,
+    ssl_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -384,6 +425,25 @@ impl Config {
                 secs(3600),
             )?,
             datadir: raw.server.datadir,
+            tls: crate::server::dsn::Tls {
+                mode: raw
+                    .server
+                    .ssl_mode
+                    .as_deref()
+                    .map(|m| {
+                        m.parse().map_err(|_: String| {
+                            cx.section("server").invalid(
+                                "ssl_mode",
+                                format!("{m:?}"),
+                                format!("one of {}", crate::server::dsn::SslMode::NAMES),
+                            )
+                        })
+                    })
+                    .transpose()?,
+                ca: raw.server.ssl_ca,
+                cert: raw.server.ssl_cert,
+                key: raw.server.ssl_key,
+            },
         };
         if let Some(dsn) = &server.dsn {
             crate::server::dsn::parse_dsn(dsn).map_err(|e| {
@@ -524,7 +584,7 @@ impl Config {
             return Err(cx.section("http").invalid(
                 "listen",
                 format!("{listen:?}"),
-                "an IP:PORT such as \"127.0.0.1:9187\" or \"[::1]:9187\"",
+                "an IP:PORT such as \"127.0.0.1:29104\" or \"[::1]:29104\"",
             ));
         }
         let http = HttpConfig {
@@ -546,6 +606,32 @@ impl Config {
             ));
         }
 
+        let c = raw.check;
+        let check = CheckConfig {
+            enabled: c.enabled.unwrap_or(d.check.enabled),
+            max_history_records: cx.section("check").int(
+                "max_history_records",
+                c.max_history_records,
+                d.check.max_history_records,
+                1,
+                u32::MAX as u64 * 1000,
+            )?,
+            max_redo_fill_pct: cx.section("check").float(
+                "max_redo_fill_pct",
+                c.max_redo_fill_pct,
+                d.check.max_redo_fill_pct,
+                1.0,
+                100.0,
+            )?,
+            max_replica_lag: cx.section("check").duration(
+                "max_replica_lag",
+                c.max_replica_lag,
+                d.check.max_replica_lag,
+                secs(1),
+                secs(86_400),
+            )?,
+        };
+
         let policy = registry.parse(&cx)?;
 
         Ok(Config {
@@ -556,6 +642,7 @@ impl Config {
             knobs,
             policy,
             http,
+            check,
         })
     }
 
@@ -573,6 +660,25 @@ mod tests {
 
     fn err(src: &str) -> String {
         Config::parse(src, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn server_tls_keys() {
+        let c = Config::parse(
+            "[server]\nssl_mode = \"VERIFY_IDENTITY\"\nssl_ca = \"/etc/ca.pem\"\n",
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.server.tls.mode,
+            Some(crate::server::dsn::SslMode::VerifyIdentity)
+        );
+        assert_eq!(c.server.tls.ca.as_deref(), Some(Path::new("/etc/ca.pem")));
+        let e = err("[server]\nssl_mode = \"sometimes\"\n");
+        assert!(
+            e.contains("test.toml:2") && e.contains("server.ssl_mode") && e.contains("verify-ca"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! server → signals → policy → control → commands and outputs.
 //!
 //! - [`config`]: raw TOML and command-line overrides → one validated [`config::Config`];
-//!   [`config::check`] is the validation kit each section (a policy's too) checks with.
+//!   [`config::check`] is the validation kit each section (a policy's too) checks with;
+//!   [`config::effective`] prints the effective configuration with each value's origin.
 //! - [`server`]: what a server *is and returns*: the [`server::Server`] trait (the one
 //!   seam), the knob allowlist, errors, [`server::sample::Sample`] and its row parsing,
 //!   flavor and capabilities, DSNs and connecting, the live sqlx server, recordings.
@@ -21,11 +22,14 @@
 //!   audit log, and the loop that performs plans (tick → typed report).
 //! - [`commands`]: `status`, `watch` (its loop is `record`'s), `diagnose`, `drain`, `replay`.
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus rendering.
-//! - [`http`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`check`]: `/check`, the freno-compatible "may background work proceed" answer.
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz`, `/check` on hyper, capped and with
+//!   deadlines.
 //! - [`sim`]: the deterministic InnoDB model behind the same `Server` trait, scenarios,
 //!   peers from the policy registry, the runner and the comparison table.
 //! - [`cli`]: the command-line definition (clap), shared by the binary and generated docs.
 
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use innopilot::cli::{Cli, Command, LogFormat};
+use innopilot::cli::{Cli, Command, FailOn, LogFormat};
 use innopilot::commands::diagnose;
 use innopilot::commands::drain::{self, Boost, DrainError, DrainOptions, Ended, Progress};
 use innopilot::commands::status;
@@ -19,10 +19,48 @@ use innopilot::control::audit::AuditLog;
 use innopilot::control::state::StateStore;
 use innopilot::control::{ControlError, Controller, Reload, RunOptions};
 use innopilot::metrics::Snapshot;
-use innopilot::server::connect::{live_server, resolve_target, wait_for_server, PASSWORD_ENV};
+use innopilot::server::connect::{
+    live_server, resolve, standard_option_files, wait_for_server, ConnectArgs, PASSWORD_ENV,
+};
 use innopilot::server::dsn::DsnError;
 use innopilot::server::mysql::LiveServer;
 use innopilot::server::ServerError;
+
+// Standard output through these, never `println!`, which panics when the reader has
+// gone away (`innopilot watch | head -2`): the write error travels up like any other
+// and `main` ends quietly on a broken pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// The reader of standard output went away (`| head`): not an error for a CLI.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// How a command's result ends the process.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("innopilot: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
 
 fn init_logging(format: LogFormat, offline: bool) {
     // Simulations and replays run the controller thousands of times: its operational
@@ -59,7 +97,7 @@ impl std::fmt::Display for Exit {
 impl std::error::Error for Exit {}
 
 /// Exit codes: 1 runtime, 2 configuration/arguments, 3 privileges, 4 gave up on a lost
-/// server, 5 drain timed out, 130 drain interrupted.
+/// server, 5 drain timed out, 6 `diagnose --fail-on` matched, 130 drain interrupted.
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if let Some(Exit(code, _)) = cause.downcast_ref::<Exit>() {
@@ -103,33 +141,87 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 }
 
 fn server_from(cli: &Cli, config: &Config) -> anyhow::Result<LiveServer> {
+    let g = &cli.global;
     let env_pw = std::env::var(PASSWORD_ENV).ok();
-    let target = resolve_target(
-        cli.global.dsn.as_deref(),
-        cli.global.defaults_file.as_deref(),
+    let typed_password = if g.ask_pass {
+        // Not echoed; read from the terminal, so it never reaches argv or the
+        // environment.
+        Some(rpassword::prompt_password("Enter password: ").context("--ask-pass")?)
+    } else {
+        None
+    };
+    // clap fills --dsn from INNOPILOT_DSN too: the same text means it came from there.
+    let dsn_source = match (&g.dsn, std::env::var("INNOPILOT_DSN")) {
+        (Some(d), Ok(env)) if *d == env => "INNOPILOT_DSN",
+        _ => "--dsn",
+    };
+    let target = resolve(
+        &ConnectArgs {
+            dsn: g.dsn.as_deref(),
+            dsn_source,
+            defaults_file: g.defaults_file.as_deref(),
+            host: g.host.as_deref(),
+            user: g.user.as_deref(),
+            port: g.port,
+            socket: g.socket.as_deref(),
+            typed_password,
+            search_path: standard_option_files(),
+        },
         env_pw,
         config,
     )?;
     Ok(live_server(target, config))
 }
 
-async fn status(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
+async fn status(cli: &Cli, config: &Config, json: bool, verbose: bool) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
     let (caps, signals) =
         status::snapshot(&mut server, config.sampler.interval, config.sampler.window).await?;
+    let cipher = server.tls_cipher().await?;
+    let mode = server.target().tls.effective_mode();
+    let connection = match &cipher {
+        Some(c) => format!("{} over TLS ({c}; ssl-mode {mode})", server.target()),
+        None if server.target().socket.is_some() => format!(
+            "{} over a local unix socket (not encrypted; ssl-mode {mode})",
+            server.target()
+        ),
+        None => format!(
+            "{} NOT encrypted (ssl-mode {mode}{})",
+            server.target(),
+            if mode == innopilot::server::dsn::SslMode::Disabled {
+                ""
+            } else {
+                ": the server offers no TLS; ssl-mode=required refuses such a server"
+            }
+        ),
+    };
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
     let state = StateStore::new(config.control.state_file.clone()).peek();
     if json {
         let mut v = status::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
         v["controller"] = status::controller_json(state.as_ref());
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        v["connection"] = serde_json::json!({
+            "target": server.target().to_string(),
+            "encrypted": cipher.is_some(),
+            "tls_cipher": cipher,
+            "ssl_mode": mode.name(),
+            "sources": server.target().sources,
+        });
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        print!(
+        outln!("connection {connection}")?;
+        if verbose {
+            // Where each connection setting came from: nothing is guessed silently.
+            for (setting, source) in &server.target().sources {
+                outln!("  {setting:<10} from {source}")?;
+            }
+        }
+        out!(
             "{}",
             status::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
-        );
-        print!("{}", status::controller_text(state.as_ref()));
+        )?;
+        out!("{}", status::controller_text(state.as_ref()))?;
     }
     Ok(())
 }
@@ -150,7 +242,8 @@ async fn watch(
         min_view_age: config.policy.purge_rate.min_view_age,
     };
     innopilot::commands::watch::watch(&mut server, &opts, tokio::signal::ctrl_c(), |line| {
-        println!("{line}")
+        // A closed pipe (`watch | head`) ends watch quietly.
+        outln!("{line}").is_ok()
     })
     .await?;
     Ok(())
@@ -239,11 +332,12 @@ async fn run_controller(
                 let addr = innopilot::http::local_addr(&listener)
                     .map(|a| a.to_string())
                     .unwrap_or_else(|| config.http.listen.clone());
-                tracing::info!(%addr, "serving /metrics, /healthz and /readyz on http://{addr}/");
+                tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /check on http://{addr}/");
                 Some(innopilot::http::spawn(
                     listener,
                     snapshot_rx,
                     config.http.stale_after,
+                    config.check.clone(),
                 ))
             }
             Err(e) if overrides.listen.is_some() => return Err(e.into()),
@@ -358,7 +452,7 @@ async fn drain_cmd(
     let summary = report.summary(opts.target);
     match report.ended {
         Ended::Done => {
-            println!("drained: {summary}");
+            outln!("drained: {summary}")?;
             Ok(())
         }
         Ended::TimedOut => Err(Exit(
@@ -380,6 +474,7 @@ async fn diagnose_cmd(
     engine_status: bool,
     samples: u32,
     interval: Option<Duration>,
+    fail_on: Option<FailOn>,
 ) -> anyhow::Result<()> {
     let mut server = server_from(cli, config)?;
     let target = server.target().to_string();
@@ -395,12 +490,28 @@ async fn diagnose_cmd(
     .await?;
     let findings = diagnose::analyze(&facts);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&diagnose::to_json(&facts, &findings, &target))?
-        );
+        )?;
     } else {
-        print!("{}", diagnose::to_text(&facts, &findings, &target));
+        out!("{}", diagnose::to_text(&facts, &findings, &target))?;
+    }
+    let threshold = match fail_on {
+        None => return Ok(()),
+        Some(FailOn::Warning) => diagnose::Severity::Warning,
+        Some(FailOn::Critical) => diagnose::Severity::Critical,
+    };
+    let failing = findings.iter().filter(|f| f.severity >= threshold).count();
+    if failing > 0 {
+        return Err(Exit(
+            6,
+            format!(
+                "{failing} finding(s) at {} or above (--fail-on)",
+                threshold.label()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -413,10 +524,10 @@ async fn release(
     let state = state_file.unwrap_or(&config.control.state_file);
     // The run reads requests once per tick: a few ticks, and never less than 5 s.
     let wait = (config.sampler.interval * 4).max(Duration::from_secs(5));
-    println!(
+    outln!(
         "{}",
         innopilot::commands::restore::release(state, knob, wait).await?
-    );
+    )?;
     Ok(())
 }
 
@@ -429,33 +540,66 @@ async fn restore(
     let mut server = server_from(cli, config)?;
     let target = server.target().to_string();
     let done = innopilot::commands::restore::restore(&mut server, &target, config, path).await?;
-    println!("{done}; {} marked clean", path.display());
+    outln!("{done}; {} marked clean", path.display())?;
     Ok(())
 }
 
 fn check_config(cli: &Cli) -> anyhow::Result<()> {
+    use innopilot::config::effective::{Effective, Origin, Override};
     let config = load_config(cli)?;
-    let source = cli
-        .global
-        .config
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "built-in defaults".into());
-    println!("{source}: OK");
-    let mut shown = config;
-    if let Some(dsn) = shown.server.dsn.as_mut() {
-        *dsn = innopilot::server::dsn::redact_dsn(dsn);
+    let (source, file) = match &cli.global.config {
+        Some(p) => {
+            // Already read and validated by `load_config`.
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config file {}", p.display()))?;
+            (p.display().to_string(), Some(text))
+        }
+        None => ("built-in defaults".to_string(), None),
+    };
+    let mut overrides = Vec::new();
+    if let Some(dsn) = cli.global.dsn.as_deref().filter(|d| !d.trim().is_empty()) {
+        // clap fills --dsn from INNOPILOT_DSN too: the same text means it came from there.
+        let origin = match std::env::var("INNOPILOT_DSN") {
+            Ok(env) if env == dsn => Origin::Env("INNOPILOT_DSN"),
+            _ => Origin::Flag("--dsn"),
+        };
+        overrides.push(Override {
+            key: "server.dsn",
+            value: dsn.to_string(),
+            origin,
+        });
     }
-    println!("{shown:#?}");
+    if let Some(p) = &cli.global.defaults_file {
+        overrides.push(Override {
+            key: "server.defaults_file",
+            value: p.display().to_string(),
+            origin: Origin::Flag("--defaults-file"),
+        });
+    }
+    let effective = Effective::build(
+        file.as_deref().map(|text| (source.as_str(), text)),
+        &overrides,
+    )?;
+    // The layering must mean what the loader means; a difference is a bug here.
+    let layered = effective.config()?;
+    if file.is_some() && overrides.is_empty() && layered != config {
+        anyhow::bail!("internal error: the effective configuration differs from {source}");
+    }
+    outln!("# {source}: OK")?;
+    outln!("# The effective configuration; after each value, where it came from.")?;
+    if std::env::var_os(PASSWORD_ENV).is_some() {
+        outln!("# The password comes from {PASSWORD_ENV} (not shown).")?;
+    }
+    out!("{}", effective.to_toml())?;
     Ok(())
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::CheckConfig => check_config(&cli),
-        Command::Status { json } => {
+        Command::Status { json, verbose } => {
             let config = load_config(&cli)?;
-            status(&cli, &config, *json).await
+            status(&cli, &config, *json, *verbose).await
         }
         Command::Run {
             dry_run,
@@ -504,18 +648,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             engine_status,
             samples,
             interval,
+            fail_on,
         } => {
             let config = load_config(&cli)?;
-            diagnose_cmd(&cli, &config, *json, *engine_status, *samples, *interval).await
+            diagnose_cmd(
+                &cli,
+                &config,
+                *json,
+                *engine_status,
+                *samples,
+                *interval,
+                *fail_on,
+            )
+            .await
         }
         Command::Completions { shell } => {
             use std::io::Write;
             std::io::stdout().write_all(&innopilot::cli::completions(*shell))?;
             Ok(())
         }
-        Command::Man => {
+        Command::Man { out_dir: None } => {
             use std::io::Write;
             std::io::stdout().write_all(&innopilot::cli::man_page()?)?;
+            Ok(())
+        }
+        Command::Man { out_dir: Some(dir) } => {
+            let written = innopilot::cli::write_man_pages(dir)
+                .with_context(|| format!("cannot write the man pages to {}", dir.display()))?;
+            for path in written {
+                outln!("{}", path.display())?;
+            }
             Ok(())
         }
         Command::Release { knob, state_file } => {
@@ -597,9 +759,9 @@ fn simulate(
             ..sim::compare::CompareOptions::all(seed)
         })?;
         if json {
-            println!("{}", table.to_json());
+            outln!("{}", table.to_json())?;
         } else {
-            println!("{table}");
+            outln!("{table}")?;
             eprintln!("(seed {seed}; {:.1} s)", started.elapsed().as_secs_f64());
         }
         return Ok(());
@@ -612,15 +774,36 @@ fn simulate(
     let run = sim::compare::run_with(&sc, &peer, seed, config.as_ref())?;
     let summary = sim::summary(&run);
     if let Some(dir) = out {
-        sim::write_outputs(&run, dir)?;
+        // The plots compare with the flavor's defaults on the same axes, so a reader
+        // sees whether the policy helped.
+        let baseline_name = match run.flavor {
+            sim::scenario::SimFlavor::MySql80 => "mysql8_defaults",
+            sim::scenario::SimFlavor::MariaDb1011 => "mariadb1011_defaults",
+        };
+        let baseline = match sim::Peer::named(baseline_name) {
+            Some(b) if b.name != run.peer => Some(sim::compare::run_with(&sc, &b, seed, None)?),
+            _ => None,
+        };
+        sim::write_outputs_compared(&run, baseline.as_ref(), dir)?;
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        // The same fields as the JSON, one per line, for a reader.
+        let v = serde_json::to_value(&summary)?;
+        for (key, value) in v.as_object().into_iter().flatten() {
+            match value {
+                serde_json::Value::String(s) => outln!("{key:<18} {s}")?,
+                serde_json::Value::Number(n) => match n.as_f64() {
+                    Some(x) if n.is_f64() => outln!("{key:<18} {x:.2}")?,
+                    _ => outln!("{key:<18} {n}")?,
+                },
+                other => outln!("{key:<18} {other}")?,
+            }
+        }
         if let Some(dir) = out {
             eprintln!(
-                "wrote timeseries.csv, summary.json, decisions.jsonl and plots to {}",
+                "wrote timeseries.csv, summary.json, decisions.jsonl and plots (against the flavor's defaults) to {}",
                 dir.display()
             );
         }
@@ -641,9 +824,9 @@ fn replay_cmd(cli: &Cli, file: &std::path::Path, policy: &str, json: bool) -> an
     };
     for step in replay(&rec, config)? {
         if json {
-            println!("{}", serde_json::to_string(&step)?);
+            outln!("{}", serde_json::to_string(&step)?)?;
         } else {
-            println!("{step}");
+            outln!("{step}")?;
         }
     }
     Ok(())
@@ -688,13 +871,7 @@ fn main() -> ExitCode {
         tracing::warn!("{w}");
     }
     if let Some(result) = run_offline(&cli) {
-        return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("innopilot: {e:#}");
-                ExitCode::from(exit_code(&e))
-            }
-        };
+        return finish(result);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -706,11 +883,5 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("innopilot: {e:#}");
-            ExitCode::from(exit_code(&e))
-        }
-    }
+    finish(runtime.block_on(run(cli)))
 }

@@ -320,8 +320,94 @@ fn u(v: Option<u64>) -> Option<f64> {
     v.map(|x| x as f64)
 }
 
-/// Renders the snapshot. `now` is used for ages.
-pub fn render(s: &Snapshot, now: Instant) -> String {
+/// Every `event` of `innopilot_audit_events_total` (the audit log's event names),
+/// exported from the start at 0.
+pub const AUDIT_EVENTS: [&str; 12] = [
+    "start",
+    "decision",
+    "restore",
+    "recovery_skipped",
+    "operator_override",
+    "released",
+    "connection_lost",
+    "connection_regained",
+    "stop",
+    "warning",
+    "purge_blocked",
+    "purge_unblocked",
+];
+
+/// Every `outcome` of `innopilot_decisions_total`.
+pub const DECISION_OUTCOMES: [&str; 6] = [
+    "applied",
+    "dry_run",
+    "clipped",
+    "rejected",
+    "no_change",
+    "failed",
+];
+
+/// Every `kind` of `innopilot_errors_total`, exported from the start at 0.
+pub const ERROR_KINDS: [&str; 10] = [
+    "connect",
+    "timeout",
+    "lost",
+    "query",
+    "denied",
+    "unexpected",
+    "not_settable",
+    "unsupported",
+    "audit",
+    "state_file",
+];
+
+/// A counter with one unlabelled value; nothing at all when unknown.
+fn counter(o: &mut Out, name: &str, help: &str, v: Option<f64>) {
+    if let Some(v) = v.filter(|v| v.is_finite()) {
+        o.family(name, "counter", help);
+        o.sample(name, &[], v);
+    }
+}
+
+/// The metric-name suffix of a knob's unit and the factor to its base unit.
+pub fn knob_unit(k: Knob) -> (&'static str, f64) {
+    match k {
+        Knob::PurgeThreads => ("threads", 1.0),
+        Knob::PurgeBatchSize => ("pages", 1.0),
+        Knob::MaxPurgeLag => ("records", 1.0),
+        Knob::MaxPurgeLagDelay => ("seconds", 1e-6),
+        Knob::IoCapacity | Knob::IoCapacityMax => ("iops", 1.0),
+        Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => ("bytes", 1.0),
+        Knob::UndoLogTruncate => ("enabled", 1.0),
+    }
+}
+
+/// `<prefix>_<unit>{knob}` families, one per unit present in `values`.
+fn knob_families(o: &mut Out, prefix: &str, what: &str, values: &KnobValues) {
+    let mut by_unit: BTreeMap<&'static str, Vec<(Knob, f64)>> = BTreeMap::new();
+    for (k, v) in values {
+        let (unit, scale) = knob_unit(*k);
+        by_unit
+            .entry(unit)
+            .or_default()
+            .push((*k, *v as f64 * scale));
+    }
+    for (unit, knobs) in by_unit {
+        let name = format!("{prefix}_{unit}");
+        o.family(
+            &name,
+            "gauge",
+            &format!("Knobs measured in {unit}, value {what}."),
+        );
+        for (k, v) in knobs {
+            o.sample(&name, &[("knob", k.var_name())], v);
+        }
+    }
+}
+
+/// Renders the snapshot. Everything time-related is a Unix timestamp, so `_now` (kept
+/// for callers) is not needed.
+pub fn render(s: &Snapshot, _now: Instant) -> String {
     let mut o = Out {
         text: String::with_capacity(8 * 1024),
     };
@@ -336,12 +422,20 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
         1.0,
     );
     if let Some(server) = &s.server {
+        // "MariaDB 10.11.19": flavor and version as separate labels, so a query can
+        // select on either (mysqld_exporter's mysql_version_info habit).
+        let (flavor, version) = server.split_once(' ').unwrap_or((server, ""));
+        let flavor = flavor.to_ascii_lowercase();
         o.family(
             "innopilot_server_info",
             "gauge",
-            "The server innopilot watches (flavor and version), as a label; always 1.",
+            "The server innopilot watches: flavor and version as labels; always 1.",
         );
-        o.sample("innopilot_server_info", &[("server", server)], 1.0);
+        o.sample(
+            "innopilot_server_info",
+            &[("flavor", &flavor), ("version", version)],
+            1.0,
+        );
     }
     o.gauge(
         "innopilot_up",
@@ -368,11 +462,14 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
         "Configured sampling interval.",
         Some(s.interval.as_secs_f64()),
     );
+    // Timestamps, not ages: an age is stale the moment it is scraped, a timestamp
+    // lets `time() - x` compute the age at query time (Prometheus' naming guide).
     o.gauge(
-        "innopilot_last_sample_age_seconds",
-        "Seconds since the last successful sample (absent before the first).",
+        "innopilot_last_sample_timestamp_seconds",
+        "Unix time of the last successful sample (absent before the first).",
         s.last_sample
-            .map(|t| now.saturating_duration_since(t).as_secs_f64()),
+            .and(s.signals.as_ref())
+            .map(|sig| sig.sample.unix_ms as f64 / 1000.0),
     );
 
     for (name, help, v) in [
@@ -446,10 +543,11 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
             "Configured redo log size.",
             u(x.redo.capacity),
         );
-        o.gauge(
-            "innopilot_redo_write_rate_bytes_per_second",
-            "Redo written per second (LSN rate).",
-            sig.lsn_rate,
+        counter(
+            &mut o,
+            "innopilot_redo_written_bytes_total",
+            "Redo written since the server started (the LSN), bytes; rate() gives the write rate.",
+            u(x.redo.lsn),
         );
         o.gauge(
             "innopilot_buffer_pool_dirty_pages",
@@ -466,38 +564,43 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
             "Dirty pages over total pages.",
             sig.dirty_fraction,
         );
-        o.gauge(
-            "innopilot_pages_flushed_per_second",
-            "Pages written by flushing per second.",
-            sig.pages_flushed_rate,
+        // The server's own counters stay counters (as mysqld_exporter exports them):
+        // rate() over any window beats a rate fixed to innopilot's interval.
+        counter(
+            &mut o,
+            "innopilot_innodb_pages_flushed_total",
+            "Pages written by flushing since the server started (Innodb_buffer_pool_pages_flushed).",
+            u(x.pages_flushed),
         );
-        o.gauge(
-            "innopilot_buffer_pool_wait_free_per_second",
-            "User threads that had to wait for a free buffer-pool page, per second.",
-            sig.free_page_wait_rate,
+        counter(
+            &mut o,
+            "innopilot_innodb_buffer_pool_wait_free_total",
+            "Times a user thread waited for a free buffer-pool page (Innodb_buffer_pool_wait_free).",
+            u(x.free_page_waits),
         );
         let rows: Vec<(&str, f64)> = [
-            ("inserted", sig.rows_inserted_rate),
-            ("updated", sig.rows_updated_rate),
-            ("deleted", sig.rows_deleted_rate),
+            ("inserted", x.rows_inserted),
+            ("updated", x.rows_updated),
+            ("deleted", x.rows_deleted),
         ]
         .into_iter()
-        .filter_map(|(op, v)| Some((op, v.filter(|v| v.is_finite())?)))
+        .filter_map(|(op, v)| Some((op, v? as f64)))
         .collect();
         if !rows.is_empty() {
             o.family(
-                "innopilot_rows_per_second",
-                "gauge",
-                "InnoDB rows changed per second, by operation.",
+                "innopilot_innodb_rows_total",
+                "counter",
+                "InnoDB rows changed since the server started, by operation (Innodb_rows_*).",
             );
             for (op, v) in rows {
-                o.sample("innopilot_rows_per_second", &[("operation", op)], v);
+                o.sample("innopilot_innodb_rows_total", &[("operation", op)], v);
             }
         }
-        o.gauge(
-            "innopilot_commits_per_second",
-            "Commits per second (Com_commit).",
-            sig.commit_rate,
+        counter(
+            &mut o,
+            "innopilot_commits_total",
+            "Commits since the server started (Com_commit).",
+            u(x.commits),
         );
         o.gauge(
             "innopilot_threads_running",
@@ -510,9 +613,9 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
             Some(trx.and_then(|t| t.active_count).unwrap_or(0) as f64),
         );
         o.gauge(
-            "innopilot_oldest_transaction_age_seconds",
-            "Age of the oldest active InnoDB transaction (0 when there is none).",
-            Some(trx.map(|t| t.age_s).unwrap_or(0) as f64),
+            "innopilot_oldest_transaction_start_timestamp_seconds",
+            "Unix time the oldest active InnoDB transaction started (absent when there is none).",
+            trx.map(|t| (x.unix_ms / 1000).saturating_sub(t.age_s) as f64),
         );
         o.gauge(
             "innopilot_oldest_transaction_holds_read_view",
@@ -543,9 +646,10 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
             u(x.replica_lag_s),
         );
         o.gauge(
-            "innopilot_server_uptime_seconds",
-            "Server uptime.",
-            u(x.uptime_s),
+            "innopilot_server_start_time_seconds",
+            "Unix time the server started (from its Uptime).",
+            x.uptime_s
+                .map(|up| (x.unix_ms / 1000).saturating_sub(up) as f64),
         );
         o.gauge(
             "innopilot_sample_round_trips",
@@ -555,30 +659,19 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
     }
 
     // ---- knobs --------------------------------------------------------------------
-    if !s.knobs.is_empty() {
-        o.family(
-            "innopilot_knob_value",
-            "gauge",
-            "Value of each knob in effect, as innopilot last read or set it (dry-run: would have set).",
-        );
-        for (k, v) in &s.knobs {
-            o.sample("innopilot_knob_value", &[("knob", k.var_name())], *v as f64);
-        }
-    }
-    if !s.baseline.is_empty() {
-        o.family(
-            "innopilot_knob_baseline",
-            "gauge",
-            "Value of each knob found at start: what innopilot restores on exit.",
-        );
-        for (k, v) in &s.baseline {
-            o.sample(
-                "innopilot_knob_baseline",
-                &[("knob", k.var_name())],
-                *v as f64,
-            );
-        }
-    }
+    // One family per unit: threads, bytes and seconds never share a metric.
+    knob_families(
+        &mut o,
+        "innopilot_knob",
+        "in effect, as innopilot last read or set it (dry-run: would have set)",
+        &s.knobs,
+    );
+    knob_families(
+        &mut o,
+        "innopilot_knob_baseline",
+        "found at start: what innopilot restores on exit",
+        &s.baseline,
+    );
     o.family(
         "innopilot_knob_managed",
         "gauge",
@@ -611,7 +704,20 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
         "counter",
         "Decisions written to the audit log, by policy, knob and outcome.",
     );
-    for ((policy, knob, outcome), n) in &t.decisions {
+    // Once a policy has decided about a knob, every outcome of that pair has a series
+    // (0 until it happens), so `increase(...{outcome="failed"}[10m])` sees the first
+    // failure. Pairs that never decided stay absent: policies × knobs × outcomes of
+    // zeros would be noise.
+    let mut decisions: BTreeMap<(String, Knob, String), u64> = BTreeMap::new();
+    for (policy, knob, _) in t.decisions.keys() {
+        for outcome in DECISION_OUTCOMES {
+            decisions.insert((policy.clone(), *knob, outcome.to_string()), 0);
+        }
+    }
+    for (key, n) in &t.decisions {
+        decisions.insert(key.clone(), *n);
+    }
+    for ((policy, knob, outcome), n) in &decisions {
         o.sample(
             "innopilot_decisions_total",
             &[
@@ -627,7 +733,19 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
         "counter",
         "Audit log records, by event.",
     );
-    for (event, n) in &t.events {
+    for event in AUDIT_EVENTS {
+        let n = t.events.get(event).copied().unwrap_or(0);
+        o.sample(
+            "innopilot_audit_events_total",
+            &[("event", event)],
+            n as f64,
+        );
+    }
+    for (event, n) in t
+        .events
+        .iter()
+        .filter(|(e, _)| !AUDIT_EVENTS.contains(&e.as_str()))
+    {
         o.sample(
             "innopilot_audit_events_total",
             &[("event", event)],
@@ -637,9 +755,15 @@ pub fn render(s: &Snapshot, now: Instant) -> String {
     o.family(
         "innopilot_errors_total",
         "counter",
-        "Errors, by kind: connect, timeout, lost, query, denied, unexpected, not_settable, audit, state_file.",
+        "Errors, by kind: connect, timeout, lost, query, denied, unexpected, not_settable, unsupported, audit, state_file.",
     );
-    for (kind, n) in &t.errors {
+    // Every kind, zero or not: a series that appears only with the first error
+    // makes `increase()` miss that error.
+    for kind in ERROR_KINDS {
+        let n = t.errors.get(kind).copied().unwrap_or(0);
+        o.sample("innopilot_errors_total", &[("kind", kind)], n as f64);
+    }
+    for (kind, n) in t.errors.iter().filter(|(k, _)| !ERROR_KINDS.contains(k)) {
         o.sample("innopilot_errors_total", &[("kind", kind)], *n as f64);
     }
     o.family(
@@ -711,11 +835,18 @@ mod tests {
                 redo_fill: Some(0.5),
                 sample: Sample {
                     replica_lag_s: None,
+                    unix_ms: 1_700_000_000_000,
+                    uptime_s: Some(100),
+                    rows_updated: Some(42),
                     ..Sample::default()
                 },
                 ..Signals::default()
             }),
-            knobs: KnobValues::from([(Knob::PurgeThreads, 3)]),
+            knobs: KnobValues::from([
+                (Knob::PurgeThreads, 3),
+                (Knob::MaxPurgeLagDelay, 5000),
+                (Knob::IoCapacity, 2000),
+            ]),
             baseline: KnobValues::from([(Knob::PurgeThreads, 4)]),
             managed: BTreeSet::from([Knob::PurgeThreads]),
             operator_owned: BTreeSet::from([Knob::IoCapacity]),
@@ -733,8 +864,22 @@ mod tests {
             "innopilot_up 1",
             "innopilot_innodb_history_list_length 1234",
             "innopilot_redo_fill_ratio 0.5",
-            "innopilot_knob_value{knob=\"innodb_purge_threads\"} 3",
-            "innopilot_knob_baseline{knob=\"innodb_purge_threads\"} 4",
+            // One family per unit, base units.
+            "innopilot_knob_threads{knob=\"innodb_purge_threads\"} 3",
+            "innopilot_knob_seconds{knob=\"innodb_max_purge_lag_delay\"} 0.005",
+            "innopilot_knob_iops{knob=\"innodb_io_capacity\"} 2000",
+            "innopilot_knob_baseline_threads{knob=\"innodb_purge_threads\"} 4",
+            // flavor and version apart; timestamps, not ages; counters as counters.
+            "innopilot_server_info{flavor=\"mariadb\",version=\"10.11.19\"} 1",
+            "innopilot_last_sample_timestamp_seconds 1700000000",
+            "innopilot_server_start_time_seconds 1699999900",
+            "# TYPE innopilot_innodb_rows_total counter",
+            "innopilot_innodb_rows_total{operation=\"updated\"} 42",
+            // Every error kind and audit event has a series from the start; a pair
+            // that decided has every outcome.
+            "innopilot_errors_total{kind=\"connect\"} 0",
+            "innopilot_audit_events_total{event=\"restore\"} 0",
+            "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"failed\"} 0",
             "innopilot_knob_operator_owned{knob=\"innodb_io_capacity\"} 1",
             "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"applied\"} 2",
             "innopilot_errors_total{kind=\"timeout\"} 1",

@@ -279,13 +279,18 @@ async fn status_json_has_every_signal_and_knob_with_units() {
         signals.keys().collect::<Vec<_>>()
     );
 
-    let redo_fill = &signals["redo_fill"]["value"];
+    let redo_fill = &signals["redo_fill_ratio"]["value"];
     assert!(
         redo_fill.is_number(),
-        "redo_fill is not a number: {redo_fill}"
+        "redo_fill_ratio is not a number: {redo_fill}"
     );
+    // A ratio, as in the metrics and the audit log: 1 is the sync-flush point.
+    assert_eq!(signals["redo_fill_ratio"]["unit"], "ratio");
     let fill = redo_fill.as_f64().unwrap();
-    assert!((0.0..=150.0).contains(&fill), "redo_fill {fill}% is absurd");
+    assert!(
+        (0.0..=1.5).contains(&fill),
+        "redo_fill_ratio {fill} is absurd"
+    );
     assert!(
         signals["history_len"]["value"].is_u64(),
         "history_len is not a number: {}",
@@ -359,7 +364,7 @@ async fn status_text_table() {
         "MariaDB",
         "history_len",
         "innodb_purge_threads",
-        "redo_fill",
+        "redo_fill_ratio",
     ] {
         assert!(r.stdout.contains(needle), "no {needle:?} in the table: {r}");
     }

@@ -329,3 +329,71 @@ fn print_matrix() {
     println!("{table}");
     println!("elapsed {:?}", t.elapsed());
 }
+
+/// The plots of `simulate --out` against the flavor's defaults: both arms in every
+/// chart (one y range), the read view shaded, byte ticks in MiB/GiB, and the legend in
+/// its own column to the right of the data.
+#[test]
+fn comparison_plots_a_dba_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = Scenario::named("long_read_view").unwrap().scaled(0.25);
+    let r = run(&sc, &Peer::named("innopilot").unwrap(), 1).unwrap();
+    let base = run(&sc, &Peer::named("mysql8_defaults").unwrap(), 1).unwrap();
+    assert!(!r.views.is_empty(), "the scenario's read view is carried");
+    innopilot::sim::write_outputs_compared(&r, Some(&base), dir.path()).unwrap();
+    let texts = |file: &str| -> Vec<(u32, String)> {
+        let svg = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        svg.split("<text")
+            .skip(1)
+            .map(|t| {
+                let x = t
+                    .split("x=\"")
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                let body = t
+                    .split_once('>')
+                    .map(|(_, b)| b.split("</text>").next().unwrap_or("").trim().to_string())
+                    .unwrap_or_default();
+                (x, body)
+            })
+            .collect()
+    };
+    for file in ["throughput.svg", "history.svg", "undo.svg", "redo_fill.svg"] {
+        let t = texts(file);
+        let legend: Vec<&(u32, String)> = t
+            .iter()
+            .filter(|(_, b)| {
+                b.starts_with("innopilot ")
+                    || b.starts_with("mysql8_defaults ")
+                    || b == "read view held"
+            })
+            .collect();
+        assert!(
+            legend.iter().any(|(_, b)| b.starts_with("innopilot ")),
+            "{file}: {t:?}"
+        );
+        assert!(
+            legend
+                .iter()
+                .any(|(_, b)| b.starts_with("mysql8_defaults ")),
+            "{file}: {t:?}"
+        );
+        assert!(
+            legend.iter().any(|(_, b)| b == "read view held"),
+            "{file}: {t:?}"
+        );
+        // Legend right of the plotting area (the SVG is 1000 px wide, the data ends
+        // before its last 190 px).
+        assert!(legend.iter().all(|(x, _)| *x >= 800), "{file}: {legend:?}");
+        let svg = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(svg.matches("<rect").count() >= 2, "{file}: no shaded view");
+    }
+    assert!(
+        texts("undo.svg")
+            .iter()
+            .any(|(_, b)| b.ends_with(" MiB") || b.ends_with(" GiB")),
+        "undo ticks are not in MiB/GiB"
+    );
+}

@@ -345,10 +345,15 @@ fn purge(f: &Facts) -> Vec<Finding> {
     // The purge-rate policy's split of history into purgeable and blocked (an
     // estimate that errs toward "blocked"), with the configured minimum view age.
     let est = crate::signals::purge::estimate(s, f.min_view_age);
+    // Where the estimate exists it decides: a view that holds back nothing (0 records
+    // blocked) is not reported as blocking purge, whatever the history's trend.
     let blocking = trx.filter(|t| {
         t.holds_read_view
             && t.age_s >= f.min_view_age.as_secs()
-            && (est.as_ref().is_some_and(|e| e.is_blocked()) || rate.is_none_or(|r| r >= 0.0))
+            && match est.as_ref() {
+                Some(e) => e.is_blocked() || (e.blocked > 0 && rate.is_none_or(|r| r >= 0.0)),
+                None => rate.is_none_or(|r| r >= 0.0),
+            }
     });
     let split = est
         .as_ref()
@@ -588,6 +593,23 @@ fn onoff(v: Option<bool>) -> &'static str {
 
 fn replica(f: &Facts) -> Vec<Finding> {
     let x = &f.signals.sample;
+    if f.caps.signals.replica == crate::server::flavor::ReplicaSource::Unreadable {
+        let privilege = crate::server::flavor::replica_status_privilege(&f.caps.identity);
+        let account = match f.caps.account.split_once('@') {
+            Some((u, h)) => format!("'{u}'@'{h}'"),
+            None if f.caps.account.is_empty() => "'innopilot'@'localhost'".to_string(),
+            None => format!("'{}'", f.caps.account),
+        };
+        return vec![Finding::new(
+            "replica",
+            "replica_status_unreadable",
+            Severity::Warning,
+            "Replica status cannot be read: whether this is a replica, and its lag, are unknown".into(),
+        )
+        .why(format!("{} was refused for this account. On {} {} it needs {privilege}; without it a lagging replica looks like a primary.", crate::server::flavor::replica_statement(&f.caps.identity), f.caps.identity.flavor, f.caps.identity.version))
+        .todo("Grant the privilege, then run diagnose again.".to_string())
+        .sql(format!("GRANT {privilege} ON *.* TO {account};"))];
+    }
     if !x.is_replica {
         return vec![Finding::new(
             "replica",
@@ -739,7 +761,9 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
             "flavor": f.caps.identity.flavor,
             "version": f.caps.identity.version.to_string(),
             "version_string": f.caps.identity.version_string,
-            "is_replica": f.signals.sample.is_replica,
+            // Unknown (null) when replica status could not be read.
+            "is_replica": (f.caps.signals.replica != crate::server::flavor::ReplicaSource::Unreadable)
+                .then_some(f.signals.sample.is_replica),
         },
         "unix_ms": f.signals.sample.unix_ms,
         "worst": worst,
@@ -878,6 +902,36 @@ mod tests {
         assert_eq!(u.sql, vec!["SET GLOBAL innodb_undo_log_truncate = ON;"]);
         // Sorted most severe first.
         assert!(fs.windows(2).all(|w| w[0].severity >= w[1].severity));
+    }
+
+    #[test]
+    fn a_read_view_that_blocks_nothing_is_not_called_blocking() {
+        // A long view while the history is flat: the estimate says none of it is
+        // held back by the view, so no "Purge is blocked by" finding (whose body
+        // would say 0 records are blocked).
+        let s = Sample {
+            history_len: Some(250_000),
+            redo: redo(1 << 20),
+            oldest_trx: Some(TrxInfo {
+                trx_id: "421".into(),
+                thread_id: Some(17),
+                age_s: 45,
+                user: Some("root".into()),
+                host: Some("127.0.0.1:5555".into()),
+                state: Some("RUNNING".into()),
+                isolation: Some("REPEATABLE READ".into()),
+                command: Some("Sleep".into()),
+                holds_read_view: true,
+                active_count: Some(3),
+            }),
+            ..Sample::default()
+        };
+        let fs = analyze(&facts(s, 0.0, 0.0));
+        assert!(
+            fs.iter().all(|x| x.id != "purge_blocked"),
+            "{:#?}",
+            fs.iter().map(|x| (&x.id, &x.title)).collect::<Vec<_>>()
+        );
     }
 
     #[test]

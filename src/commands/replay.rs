@@ -80,8 +80,8 @@ pub struct ReplayStep {
     pub t_ms: u64,
     pub unix_ms: u64,
     pub history_len: Option<u64>,
-    /// Checkpoint age / sync point, percent.
-    pub redo_fill_pct: Option<f64>,
+    /// Checkpoint age / sync point, a ratio (1 = users wait for flushing).
+    pub redo_fill_ratio: Option<f64>,
     pub oldest_trx_age_s: Option<u64>,
     pub replica_lag_s: Option<u64>,
     /// Decisions of this tick: applied ones and the guard's refusals, with reasons.
@@ -93,11 +93,11 @@ impl fmt::Display for ReplayStep {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "?".into());
         write!(
             f,
-            "#{:<5} t={:>8.1}s history={} redo={}%",
+            "#{:<5} t={:>8.1}s history={} redo_fill={}",
             self.index,
             self.t_ms as f64 / 1000.0,
             opt(self.history_len.map(|h| h.to_string())),
-            opt(self.redo_fill_pct.map(|r| format!("{r:.1}"))),
+            opt(self.redo_fill_ratio.map(|r| format!("{r:.3}"))),
         )?;
         if let Some(a) = self.oldest_trx_age_s.filter(|a| *a > 0) {
             write!(f, " oldest_trx={a}s")?;
@@ -175,7 +175,7 @@ fn replay_in(rec: &Recording, mut cfg: Config, dir: &Path) -> Result<Vec<ReplayS
             t_ms: s.t_ms,
             unix_ms: s.unix_ms,
             history_len: s.history_len,
-            redo_fill_pct: s.redo.fill().map(|f| f * 100.0),
+            redo_fill_ratio: s.redo.fill(),
             oldest_trx_age_s: s.oldest_trx.as_ref().map(|t| t.age_s),
             replica_lag_s: s.replica_lag_s,
             decisions: Vec::new(),

@@ -50,7 +50,12 @@ fn int(v: Option<u64>) -> Value {
 /// purgeable exactly as `run` does under the same configuration.
 pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
     let x = &s.sample;
-    let pct = |v: Option<f64>| num(v.map(|f| f * 100.0));
+    // Ratios stay ratios (0–1) here as in the metrics, the audit log and the
+    // simulator's CSV: one name and one unit per signal, the unit in the name.
+    let ratio = |v: Option<f64>| match v {
+        Some(x) if x.is_finite() => json!((x * 10_000.0).round() / 10_000.0),
+        _ => Value::Null,
+    };
     let trx = x.oldest_trx.as_ref();
     let purge = crate::signals::purge::estimate(s, min_view_age);
     let row = |key, value, unit, help| SignalRow {
@@ -95,15 +100,15 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
             "the transaction whose read view blocks purge (KILL its thread ends it)",
         ),
         row(
-            "redo_fill",
-            pct(s.redo_fill),
-            "%",
-            "checkpoint age / the point where InnoDB flushes synchronously",
+            "redo_fill_ratio",
+            ratio(s.redo_fill),
+            "ratio",
+            "checkpoint age / the point where InnoDB flushes synchronously (1 = users wait)",
         ),
         row(
-            "redo_fill_trend",
-            pct(s.redo_fill_trend),
-            "%/s",
+            "redo_fill_trend_ratio_per_second",
+            ratio(s.redo_fill_trend),
+            "ratio/s",
             "slope of redo fill over the window",
         ),
         row(
@@ -149,9 +154,9 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
             "buffer pool size",
         ),
         row(
-            "dirty_fraction",
-            pct(s.dirty_fraction),
-            "%",
+            "dirty_ratio",
+            ratio(s.dirty_fraction),
+            "ratio",
             "dirty / total pages",
         ),
         row(
@@ -254,9 +259,9 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
         ),
         row("uptime", int(x.uptime_s), "s", "server uptime"),
         row(
-            "sample_duration",
-            num(Some(x.duration_ms)),
-            "ms",
+            "sample_duration_seconds",
+            json!((x.duration_ms * 10.0).round() / 10_000.0),
+            "s",
             "time the sample took",
         ),
         row(
@@ -393,12 +398,12 @@ pub fn status_text(caps: &Capabilities, s: &Signals, min_view_age: Duration) -> 
         }
     ));
     out.push_str(&format!(
-        "{:<22} {:>16}  {:<12} {}\n",
+        "{:<32} {:>16}  {:<12} {}\n",
         "SIGNAL", "VALUE", "UNIT", "MEANING"
     ));
     for r in signal_rows(s, min_view_age) {
         out.push_str(&format!(
-            "{:<22} {:>16}  {:<12} {}\n",
+            "{:<32} {:>16}  {:<12} {}\n",
             r.key,
             show(r.key, &r.value),
             r.unit,
@@ -449,12 +454,12 @@ pub fn watch_header() -> String {
         "time",
         "history",
         "hist/s",
-        "redo%",
-        "redo%/s",
+        "redo",
+        "redo/s",
         "lsn B/s",
         "dml/s",
         "flush/s",
-        "dirty%",
+        "dirty",
         "oldest",
         "lag"
     )
@@ -477,12 +482,12 @@ pub fn watch_line(s: &Signals) -> String {
             .map(|h| h.to_string())
             .unwrap_or_else(|| "-".into()),
         f(s.history_rate, 1.0, 0),
-        f(s.redo_fill, 100.0, 1),
-        f(s.redo_fill_trend, 100.0, 2),
+        f(s.redo_fill, 1.0, 3),
+        f(s.redo_fill_trend, 1.0, 4),
         f(s.lsn_rate, 1.0, 0),
         f(s.dml_rate, 1.0, 0),
         f(s.pages_flushed_rate, 1.0, 0),
-        f(s.dirty_fraction, 100.0, 1),
+        f(s.dirty_fraction, 1.0, 3),
         s.sample
             .oldest_trx
             .as_ref()

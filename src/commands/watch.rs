@@ -96,13 +96,14 @@ pub struct WatchOptions {
 }
 
 /// `innopilot watch`: a header (text only), then one line per sample to `emit`, until
-/// `shutdown` or `count` samples. Only the first probe's failure is an error; later
+/// `shutdown`, `count` samples, or `emit` returns false (the reader went away: a
+/// closed pipe ends `watch` quietly). Only the first probe's failure is an error; later
 /// failures are logged and retried on the next tick.
 pub async fn watch<S, F>(
     server: &mut S,
     opts: &WatchOptions,
     shutdown: F,
-    mut emit: impl FnMut(&str),
+    mut emit: impl FnMut(&str) -> bool,
 ) -> Result<(), ServerError>
 where
     S: Server,
@@ -110,17 +111,20 @@ where
 {
     server.probe().await?;
     let mut window = SignalWindow::new(opts.window);
-    if !opts.json {
-        emit(&status::watch_header());
+    if !opts.json && !emit(&status::watch_header()) {
+        return Ok(());
     }
     let mut taken = 0u64;
     sample_every(server, &mut window, opts.interval, shutdown, |tick| {
         match tick {
             Tick::Sampled(signals) => {
-                if opts.json {
-                    emit(&status::watch_json(signals, opts.min_view_age).to_string());
+                let line = if opts.json {
+                    status::watch_json(signals, opts.min_view_age).to_string()
                 } else {
-                    emit(&status::watch_line(signals));
+                    status::watch_line(signals)
+                };
+                if !emit(&line) {
+                    return Ok(ControlFlow::Break(()));
                 }
                 taken += 1;
                 if opts.count.is_some_and(|c| taken >= c) {
@@ -167,7 +171,10 @@ mod tests {
             &mut server(),
             &opts(false, 3),
             std::future::pending::<()>(),
-            |l| lines.push(l.to_string()),
+            |l| {
+                lines.push(l.to_string());
+                true
+            },
         )
         .await
         .unwrap();
@@ -178,7 +185,10 @@ mod tests {
             &mut server(),
             &opts(true, 2),
             std::future::pending::<()>(),
-            |l| json.push(serde_json::from_str::<serde_json::Value>(l).unwrap()),
+            |l| {
+                json.push(serde_json::from_str::<serde_json::Value>(l).unwrap());
+                true
+            },
         )
         .await
         .unwrap();

@@ -271,7 +271,7 @@ impl Event {
 }
 
 /// The signals a decision was based on, compact enough for one line per decision.
-/// Unknown signals are left out; fractions are percentages.
+/// Unknown signals are left out; fractions are ratios (0–1), as everywhere else.
 pub fn compact_signals(s: &Signals) -> serde_json::Value {
     fn round(x: Option<f64>, scale: f64, decimals: i32) -> Option<serde_json::Value> {
         let x = x.filter(|x| x.is_finite())? * scale;
@@ -284,13 +284,16 @@ pub fn compact_signals(s: &Signals) -> serde_json::Value {
             m.insert(k.to_string(), v);
         }
     };
-    put("redo_fill_pct", round(s.redo_fill, 100.0, 1));
-    put("redo_fill_trend_pct_s", round(s.redo_fill_trend, 100.0, 2));
+    put("redo_fill_ratio", round(s.redo_fill, 1.0, 4));
+    put(
+        "redo_fill_trend_ratio_per_second",
+        round(s.redo_fill_trend, 1.0, 5),
+    );
     put("history_len", s.history_len.map(Into::into));
     put("history_rate", round(s.history_rate, 1.0, 1));
     put("dml_rate", round(s.dml_rate, 1.0, 1));
     put("lsn_rate", round(s.lsn_rate, 1.0, 0));
-    put("dirty_pct", round(s.dirty_fraction, 100.0, 1));
+    put("dirty_ratio", round(s.dirty_fraction, 1.0, 4));
     put(
         "oldest_trx_age_s",
         s.sample.oldest_trx.as_ref().map(|t| t.age_s.into()),
@@ -733,7 +736,7 @@ mod tests {
                 reason: "redo fill 63 % entered bucket 2 of 4".into(),
                 guard_notes: vec!["max_step 1: 2 → 3".into()],
                 lost_to: vec!["purge_rate: 6 (history growing 1200/s)".into()],
-                signals: serde_json::json!({"redo_fill_pct": 63.0}),
+                signals: serde_json::json!({"redo_fill_ratio": 0.63}),
             },
             Event::Restore {
                 trigger: RestoreTrigger::CrashRecovery,
@@ -889,7 +892,7 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({
-                "redo_fill_pct": 63.5,
+                "redo_fill_ratio": 0.6346,
                 "history_len": 12345,
                 "history_rate": -3.3,
                 "lsn_rate": 1048576.0,

@@ -66,8 +66,13 @@ pub struct TickDecision {
 /// Fatal conditions: the loop stops (restoring the baseline where it can).
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error("the account {account} may not SET GLOBAL, so innopilot cannot act. Grant it with:\n    {grant}\nor run `innopilot run --dry-run`, which only needs: GRANT PROCESS, REPLICATION CLIENT ON *.* TO {account};")]
-    Privileges { account: String, grant: String },
+    #[error("the account {account} may not SET GLOBAL, so innopilot cannot act. Grant it with:\n    {grant}\nor run `innopilot run --dry-run`, which only needs: GRANT {observe} ON *.* TO {account};")]
+    Privileges {
+        account: String,
+        grant: String,
+        /// What observing needs on this flavor and version.
+        observe: String,
+    },
     #[error(
         "live mode needs a writable state file to be able to restore the server after a crash: {0}"
     )]
@@ -236,6 +241,7 @@ impl<S: Server> Controller<S> {
             };
             return Err(ControlError::Privileges {
                 grant: format!("GRANT {privilege} ON *.* TO {account};"),
+                observe: crate::server::flavor::observe_grants(&caps.identity),
                 account,
             });
         }

@@ -1,6 +1,13 @@
 //! Where to connect and as whom: DSN parsing, password sources (DSN, environment,
-//! password file, my.cnf-style defaults file) and redaction. A [`ConnectTarget`] can be
+//! password file, my.cnf-style option files) and redaction. A [`ConnectTarget`] can be
 //! printed anywhere: its `Display` never shows the password.
+//!
+//! The DSN is parsed here rather than by `sqlx::mysql::MySqlConnectOptions::from_str`
+//! (whose spellings it accepts: `ssl-mode`/`sslmode`, `ssl-ca`/`sslca`, ...): sqlx 0.8
+//! ignores unknown parameters, so a typo such as `ssl_mod=required` would connect in
+//! plain text without a word, and it offers no getter for the password or the TLS
+//! files, which innopilot needs to layer the other sources on top and to redact
+//! messages. The parsed target is handed to sqlx as typed options.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,11 +22,15 @@ pub struct ConnectTarget {
     pub port: u16,
     /// Unix socket path; when set, host/port are only used for messages.
     pub socket: Option<PathBuf>,
-    /// `ssl-mode` query parameter: disabled, preferred (default), required, verify_ca,
-    /// verify_identity.
-    pub ssl_mode: SslMode,
+    /// TLS settings as given; [`Tls::effective_mode`] resolves the mode used.
+    pub tls: Tls,
+    /// Setting (`user`, `host`, `port`, `socket`, `ssl-mode`, ...) → where it came
+    /// from (`--dsn`, `FILE:LINE [client]`, `built-in default`, ...), for `status
+    /// --verbose`. Never holds the password.
+    pub sources: std::collections::BTreeMap<String, String>,
 }
 
+/// `ssl-mode`, as the MySQL client names its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SslMode {
     Disabled,
@@ -30,6 +41,103 @@ pub enum SslMode {
     VerifyIdentity,
 }
 
+impl SslMode {
+    pub const NAMES: &'static str = "disabled, preferred, required, verify-ca, verify-identity";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SslMode::Disabled => "disabled",
+            SslMode::Preferred => "preferred",
+            SslMode::Required => "required",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyIdentity => "verify-identity",
+        }
+    }
+}
+
+impl std::str::FromStr for SslMode {
+    type Err = String;
+
+    /// Accepts the client's spellings: `verify-ca`, `verify_ca`, `VERIFY_CA`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(
+            match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+                "disabled" => SslMode::Disabled,
+                "preferred" => SslMode::Preferred,
+                "required" => SslMode::Required,
+                "verify-ca" => SslMode::VerifyCa,
+                "verify-identity" => SslMode::VerifyIdentity,
+                _ => return Err(format!("ssl-mode `{s}` is not one of {}", SslMode::NAMES)),
+            },
+        )
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// TLS settings from one source (DSN, configuration, defaults file); unset fields are
+/// filled from the next source by [`Tls::fill_from`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    pub mode: Option<SslMode>,
+    /// CA certificate(s) to verify the server with (PEM).
+    pub ca: Option<PathBuf>,
+    /// Client certificate (PEM), for accounts created `REQUIRE X509`.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+impl Tls {
+    /// Fills what is unset here from a source of lower precedence.
+    pub fn fill_from(&mut self, other: &Tls) {
+        self.mode = self.mode.or(other.mode);
+        self.ca = self.ca.take().or_else(|| other.ca.clone());
+        self.cert = self.cert.take().or_else(|| other.cert.clone());
+        self.key = self.key.take().or_else(|| other.key.clone());
+    }
+
+    /// The mode used: as given; else `verify-ca` when a CA is given (a CA is given to
+    /// be checked, as the MySQL client does); else `preferred`.
+    pub fn effective_mode(&self) -> SslMode {
+        match (self.mode, &self.ca) {
+            (Some(m), _) => m,
+            (None, Some(_)) => SslMode::VerifyCa,
+            (None, None) => SslMode::Preferred,
+        }
+    }
+
+    /// A client certificate needs its key and the other way round; verification needs
+    /// something to verify against only when a CA is named. Checked before connecting.
+    pub fn validate(&self) -> Result<(), String> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => return Err("ssl-cert is given without ssl-key: give both (the client certificate and its private key)".into()),
+            (None, Some(_)) => return Err("ssl-key is given without ssl-cert: give both (the client certificate and its private key)".into()),
+            _ => {}
+        }
+        if self.effective_mode() == SslMode::Disabled && (self.ca.is_some() || self.cert.is_some())
+        {
+            return Err("ssl-mode is disabled but ssl-ca or ssl-cert is given: remove them or choose another ssl-mode".into());
+        }
+        for (name, path) in [
+            ("ssl-ca", &self.ca),
+            ("ssl-cert", &self.cert),
+            ("ssl-key", &self.key),
+        ] {
+            if let Some(p) = path {
+                if let Err(e) = std::fs::metadata(p) {
+                    return Err(format!("{name} {}: {e}", p.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ConnectTarget {
     pub fn password(&self) -> Option<&str> {
         self.password.as_deref()
@@ -37,6 +145,11 @@ impl ConnectTarget {
 
     pub fn has_password(&self) -> bool {
         self.password.is_some()
+    }
+
+    /// Sets the password whatever was there (a password typed at `--ask-pass`).
+    pub fn replace_password(&mut self, password: String) {
+        self.password = Some(password);
     }
 
     /// Sets the password unless one is already present (sources are applied in order
@@ -79,19 +192,23 @@ impl fmt::Debug for ConnectTarget {
             .field("host", &self.host)
             .field("port", &self.port)
             .field("socket", &self.socket)
-            .field("ssl_mode", &self.ssl_mode)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DsnError {
-    #[error("invalid DSN {shown}: {problem}. Expected mysql://USER[:PASSWORD]@HOST[:PORT][/][?socket=/path/mysqld.sock&ssl-mode=required], e.g. mysql://innopilot@127.0.0.1:3306/")]
+    #[error("invalid DSN {shown}: {problem}. Expected mysql://USER[:PASSWORD]@HOST[:PORT][/][?socket=/path/mysqld.sock&ssl-mode=verify-ca&ssl-ca=/path/ca.pem], e.g. mysql://innopilot@127.0.0.1:3306/")]
     Invalid { shown: String, problem: String },
     #[error("cannot read password file {path}: {message}. Create it with the password on its first line, readable by innopilot only (chmod 600)")]
     PasswordFile { path: String, message: String },
     #[error("cannot read defaults file {path}: {message}")]
     DefaultsFile { path: String, message: String },
+    #[error("TLS settings: {0}")]
+    Tls(String),
+    #[error("the option files read ({files}) name no user, host, port or socket in [client], [client-server], [client-mariadb] or [innopilot]: say where to connect there, or pass --dsn or -h/-P/-S")]
+    EmptyDefaults { files: String },
     #[error("no server to connect to: pass --dsn, set INNOPILOT_DSN, set server.dsn in the config file, or give a --defaults-file with a [client] section")]
     Missing,
 }
@@ -249,7 +366,8 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
         },
         port,
         socket: None,
-        ssl_mode: SslMode::default(),
+        tls: Tls::default(),
+        sources: Default::default(),
     };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair
@@ -264,24 +382,15 @@ pub fn parse_dsn(dsn: &str) -> Result<ConnectTarget, DsnError> {
         match k {
             "socket" => target.socket = Some(PathBuf::from(v)),
             "ssl-mode" | "ssl_mode" | "sslmode" => {
-                target.ssl_mode = match v.to_ascii_lowercase().as_str() {
-                    "disabled" => SslMode::Disabled,
-                    "preferred" => SslMode::Preferred,
-                    "required" => SslMode::Required,
-                    "verify_ca" | "verify-ca" => SslMode::VerifyCa,
-                    "verify_identity" | "verify-identity" => SslMode::VerifyIdentity,
-                    _ => {
-                        return Err(invalid(
-                            dsn,
-                            "ssl-mode is not one of disabled, preferred, required, verify_ca, verify_identity",
-                        ))
-                    }
-                }
+                target.tls.mode = Some(v.parse().map_err(|e: String| invalid(dsn, e))?)
             }
+            "ssl-ca" | "ssl_ca" | "sslca" => target.tls.ca = Some(PathBuf::from(v)),
+            "ssl-cert" | "ssl_cert" | "sslcert" => target.tls.cert = Some(PathBuf::from(v)),
+            "ssl-key" | "ssl_key" | "sslkey" => target.tls.key = Some(PathBuf::from(v)),
             _ => {
                 return Err(invalid(
                     dsn,
-                    "an unknown parameter after `?` (known: socket, ssl-mode; a `?` or `@` in the password must be percent-encoded: %3F, %40)",
+                    "an unknown parameter after `?` (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key; a `?` or `@` in the password must be percent-encoded: %3F, %40)",
                 ))
             }
         }
@@ -298,7 +407,25 @@ pub fn read_password_file(path: &Path) -> Result<String, DsnError> {
     Ok(text.lines().next().unwrap_or("").to_string())
 }
 
-/// The `[client]` (and `[innopilot]`, which wins) section of a my.cnf-style file.
+/// Option groups read from a defaults file, as the `mariadb` client reads them;
+/// `[innopilot]` is read last and wins.
+pub const OPTION_GROUPS: &[&str] = &["client", "client-server", "client-mariadb", "innopilot"];
+
+/// Where the `mariadb` client looks for option files when none is named, in order
+/// (later files override earlier ones): `/etc/my.cnf`, `/etc/mysql/my.cnf`,
+/// `~/.my.cnf`.
+pub fn standard_option_files() -> Vec<PathBuf> {
+    let mut files = vec![
+        PathBuf::from("/etc/my.cnf"),
+        PathBuf::from("/etc/mysql/my.cnf"),
+    ];
+    if let Some(home) = std::env::var_os("HOME") {
+        files.push(Path::new(&home).join(".my.cnf"));
+    }
+    files
+}
+
+/// Connection settings from option files, with where each came from.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ClientDefaults {
     pub user: Option<String>,
@@ -306,74 +433,289 @@ pub struct ClientDefaults {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub socket: Option<PathBuf>,
+    pub tls: Tls,
+    /// Setting name → `FILE:LINE [group]` it was read from.
+    pub sources: std::collections::BTreeMap<&'static str, String>,
+    /// Every file read, includes too, in order.
+    pub files: Vec<PathBuf>,
 }
 
+impl ClientDefaults {
+    /// Whether any setting that says where to connect, or as whom, was found.
+    pub fn is_empty(&self) -> bool {
+        self.user.is_none() && self.host.is_none() && self.port.is_none() && self.socket.is_none()
+    }
+
+    /// Fills unset settings from `other` (of lower precedence).
+    fn fill_from(&mut self, other: ClientDefaults) {
+        self.user = self.user.take().or(other.user);
+        self.password = self.password.take().or(other.password);
+        self.host = self.host.take().or(other.host);
+        self.port = self.port.or(other.port);
+        self.socket = self.socket.take().or(other.socket);
+        self.tls.fill_from(&other.tls);
+        for (k, v) in other.sources {
+            self.sources.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// Nesting limit for `!include`: deeper means a cycle.
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// Settings of the plain groups and of `[innopilot]` while reading.
+#[derive(Default)]
+struct Reading {
+    client: ClientDefaults,
+    innopilot: ClientDefaults,
+    files: Vec<PathBuf>,
+}
+
+impl Reading {
+    fn finish(self) -> ClientDefaults {
+        let mut out = self.innopilot;
+        out.fill_from(self.client);
+        out.files = self.files;
+        out
+    }
+}
+
+/// Reads an option file as the `mariadb` client does: the groups in
+/// [`OPTION_GROUPS`], `!include FILE` and `!includedir DIR` (its `*.cnf` files, in
+/// name order; relative paths are relative to the including file), later settings
+/// overriding earlier ones.
 pub fn read_defaults_file(path: &Path) -> Result<ClientDefaults, DsnError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DsnError::DefaultsFile {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    parse_defaults(&text).map_err(|message| DsnError::DefaultsFile {
+    read_defaults_files(&[path.to_path_buf()], false)
+}
+
+/// Reads several option files in order (later ones win); with `skip_missing`, files
+/// that do not exist are skipped (the standard search path), else they are errors.
+pub fn read_defaults_files(
+    paths: &[PathBuf],
+    skip_missing: bool,
+) -> Result<ClientDefaults, DsnError> {
+    let mut r = Reading::default();
+    for p in paths {
+        if skip_missing && !p.exists() {
+            continue;
+        }
+        read_into(p, &mut r, 0)?;
+    }
+    Ok(r.finish())
+}
+
+fn read_into(path: &Path, r: &mut Reading, depth: usize) -> Result<(), DsnError> {
+    let fail = |message: String| DsnError::DefaultsFile {
         path: path.display().to_string(),
         message,
-    })
+    };
+    if depth > MAX_INCLUDE_DEPTH {
+        return Err(fail(format!(
+            "!include nested deeper than {MAX_INCLUDE_DEPTH} files (a file including itself?)"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    r.files.push(path.to_path_buf());
+    parse_into(&text, Some(path), r, depth)
 }
 
+/// Parses option-file text (no `!include` resolution beyond the current directory);
+/// errors are `line N: problem`.
 pub fn parse_defaults(text: &str) -> Result<ClientDefaults, String> {
-    let mut out = ClientDefaults::default();
-    let mut in_section = false;
+    let mut r = Reading::default();
+    match parse_into(text, None, &mut r, 0) {
+        Ok(()) => Ok(r.finish()),
+        Err(DsnError::DefaultsFile { path, message }) if path.is_empty() => Err(message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_into(
+    text: &str,
+    path: Option<&Path>,
+    r: &mut Reading,
+    depth: usize,
+) -> Result<(), DsnError> {
+    let name = path.map(|p| p.display().to_string()).unwrap_or_default();
+    let fail = |message: String| DsnError::DefaultsFile {
+        path: name.clone(),
+        message,
+    };
+    let relative = |target: &str| -> PathBuf {
+        let t = Path::new(target);
+        match path.and_then(Path::parent) {
+            Some(dir) if t.is_relative() => dir.join(t),
+            _ => t.to_path_buf(),
+        }
+    };
+    let mut group: Option<&'static str> = None;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
+        if let Some(target) = line.strip_prefix("!includedir") {
+            let dir = relative(target.trim());
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map_err(|e| {
+                    fail(format!(
+                        "line {}: !includedir {}: {e}",
+                        n + 1,
+                        dir.display()
+                    ))
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cnf") && p.is_file())
+                .collect();
+            files.sort();
+            for f in files {
+                read_into(&f, r, depth + 1)?;
+            }
+            continue;
+        }
+        if let Some(target) = line.strip_prefix("!include") {
+            read_into(&relative(target.trim()), r, depth + 1)?;
+            continue;
+        }
         if let Some(sec) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_section = matches!(sec.trim(), "client" | "innopilot");
+            let sec = sec.trim().to_ascii_lowercase();
+            group = OPTION_GROUPS.iter().copied().find(|g| *g == sec);
             continue;
         }
-        if !in_section {
-            continue;
-        }
+        let Some(g) = group else { continue };
         let (k, v) = match line.split_once('=') {
             Some((k, v)) => (k.trim(), v.trim()),
             None => (line, ""),
         };
-        let v = v
+        let quoted = v
             .strip_prefix('"')
             .and_then(|s| s.strip_suffix('"'))
-            .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
-            .unwrap_or(v)
-            .to_string();
-        match k.replace('-', "_").as_str() {
-            "user" => out.user = Some(v),
-            "password" => out.password = Some(v),
-            "host" => out.host = Some(v),
-            "port" => {
-                out.port = Some(v.parse().map_err(|_| {
-                    format!("line {}: port `{v}` is not a number from 1 to 65535", n + 1)
-                })?)
+            .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')));
+        // An unquoted value ends at a ` #` comment.
+        let v = match quoted {
+            Some(q) => q.to_string(),
+            None => v.split(" #").next().unwrap_or(v).trim().to_string(),
+        };
+        let out = if g == "innopilot" {
+            &mut r.innopilot
+        } else {
+            &mut r.client
+        };
+        let here = if name.is_empty() {
+            format!("line {} [{g}]", n + 1)
+        } else {
+            format!("{name}:{} [{g}]", n + 1)
+        };
+        let is_on = !matches!(v.to_ascii_lowercase().as_str(), "0" | "off" | "false");
+        let setting: Option<&'static str> = match k.replace('_', "-").to_ascii_lowercase().as_str()
+        {
+            "user" => {
+                out.user = Some(v);
+                Some("user")
             }
-            "socket" => out.socket = Some(PathBuf::from(v)),
-            _ => {} // other client options (ssl-*, default-character-set) are not ours
+            "password" => {
+                out.password = Some(v);
+                Some("password")
+            }
+            "host" => {
+                out.host = Some(v);
+                Some("host")
+            }
+            "port" => {
+                out.port = Some(v.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+                    fail(format!(
+                        "line {}: port `{v}` is not a number from 1 to 65535",
+                        n + 1
+                    ))
+                })?);
+                Some("port")
+            }
+            "socket" => {
+                out.socket = Some(PathBuf::from(v));
+                Some("socket")
+            }
+            "ssl-mode" => {
+                out.tls.mode = Some(
+                    v.parse()
+                        .map_err(|e| fail(format!("line {}: {e}", n + 1)))?,
+                );
+                Some("ssl-mode")
+            }
+            "ssl-ca" => {
+                out.tls.ca = Some(relative(&v));
+                Some("ssl-ca")
+            }
+            "ssl-cert" => {
+                out.tls.cert = Some(relative(&v));
+                Some("ssl-cert")
+            }
+            "ssl-key" => {
+                out.tls.key = Some(relative(&v));
+                Some("ssl-key")
+            }
+            // The MariaDB client's spellings: `ssl` asks for TLS, `skip-ssl` refuses
+            // it, `ssl-verify-server-cert` checks the certificate and the host name.
+            "ssl" if is_on => {
+                out.tls.mode = out.tls.mode.or(Some(SslMode::Required));
+                Some("ssl-mode")
+            }
+            "skip-ssl" | "ssl" => {
+                out.tls.mode = Some(SslMode::Disabled);
+                Some("ssl-mode")
+            }
+            "ssl-verify-server-cert" if is_on => {
+                out.tls.mode = Some(SslMode::VerifyIdentity);
+                Some("ssl-mode")
+            }
+            _ => None, // other client options (default-character-set, ...) are not ours
+        };
+        if let Some(s) = setting {
+            out.sources.insert(s, here);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 impl ClientDefaults {
-    /// Turns a defaults file alone into a target (when no DSN was given).
-    pub fn to_target(&self) -> ConnectTarget {
-        ConnectTarget {
+    /// Turns option files alone into a target (when no DSN was given). Refuses files
+    /// that say nothing about where to connect instead of guessing a server.
+    pub fn to_target(&self) -> Result<ConnectTarget, DsnError> {
+        if self.is_empty() {
+            return Err(DsnError::EmptyDefaults {
+                files: self
+                    .files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let mut sources = self.sources.clone();
+        sources.remove("password");
+        let mut default = |k: &'static str| {
+            sources
+                .entry(k)
+                .or_insert_with(|| "built-in default".to_string());
+        };
+        if self.socket.is_none() {
+            default("host");
+            default("port");
+        }
+        default("user");
+        Ok(ConnectTarget {
             user: self.user.clone().unwrap_or_else(|| "root".into()),
             password: self.password.clone().filter(|p| !p.is_empty()),
             host: self.host.clone().unwrap_or_else(|| "localhost".into()),
             port: self.port.unwrap_or(3306),
             socket: self.socket.clone(),
-            ssl_mode: SslMode::default(),
-        }
+            tls: self.tls.clone(),
+            sources: sources
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        })
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,7 +741,58 @@ mod tests {
             (t.host.as_str(), t.port, t.password()),
             ("::1", 3310, Some("p@ss"))
         );
-        assert_eq!(t.ssl_mode, SslMode::Required);
+        assert_eq!(t.tls.mode, Some(SslMode::Required));
+        let t = parse_dsn(
+            "mysql://u@h/?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-cert=/c.pem&ssl-key=/k.pem",
+        )
+        .unwrap();
+        assert_eq!(t.tls.effective_mode(), SslMode::VerifyIdentity);
+        assert_eq!(
+            (
+                t.tls.ca.as_deref(),
+                t.tls.cert.as_deref(),
+                t.tls.key.as_deref()
+            ),
+            (
+                Some(Path::new("/ca.pem")),
+                Some(Path::new("/c.pem")),
+                Some(Path::new("/k.pem"))
+            )
+        );
+        // A CA alone means "verify with it".
+        let t = parse_dsn("mysql://u@h/?ssl-ca=/ca.pem").unwrap();
+        assert_eq!(t.tls.effective_mode(), SslMode::VerifyCa);
+        assert_eq!(
+            parse_dsn("mysql://u@h").unwrap().tls.effective_mode(),
+            SslMode::Preferred
+        );
+    }
+
+    #[test]
+    fn tls_settings_are_checked_before_connecting() {
+        let t = parse_dsn("mysql://u@h/?ssl-cert=/c.pem").unwrap();
+        assert!(t.tls.validate().unwrap_err().contains("ssl-key"));
+        let t = parse_dsn("mysql://u@h/?ssl-mode=disabled&ssl-ca=/ca.pem").unwrap();
+        assert!(t.tls.validate().unwrap_err().contains("disabled"));
+        let t = parse_dsn("mysql://u@h/?ssl-ca=/nonexistent/ca.pem").unwrap();
+        assert!(t
+            .tls
+            .validate()
+            .unwrap_err()
+            .contains("/nonexistent/ca.pem"));
+        let mut dsn = Tls {
+            mode: Some(SslMode::Required),
+            ..Tls::default()
+        };
+        dsn.fill_from(&Tls {
+            mode: Some(SslMode::Disabled),
+            ca: Some("/ca.pem".into()),
+            ..Tls::default()
+        });
+        assert_eq!(
+            (dsn.mode, dsn.ca.as_deref()),
+            (Some(SslMode::Required), Some(Path::new("/ca.pem")))
+        );
     }
 
     #[test]
@@ -474,6 +867,14 @@ mod tests {
         assert!(parse_defaults("[client]\nport=abc")
             .unwrap_err()
             .contains("line 2"));
+        let d = parse_defaults("[client]\nssl-ca=/ca.pem\nssl-verify-server-cert\n").unwrap();
+        assert_eq!(d.tls.mode, Some(SslMode::VerifyIdentity));
+        assert_eq!(d.tls.ca.as_deref(), Some(Path::new("/ca.pem")));
+        let d = parse_defaults("[client]\nskip-ssl\n").unwrap();
+        assert_eq!(d.tls.mode, Some(SslMode::Disabled));
+        assert!(parse_defaults("[client]\nssl-mode=sometimes")
+            .unwrap_err()
+            .contains("verify-identity"));
     }
 
     #[test]

@@ -193,6 +193,9 @@ pub enum ReplicaSource {
     ShowReplicaStatus,
     /// `SHOW SLAVE STATUS` (older servers).
     ShowSlaveStatus,
+    /// Replica status could not be read (a missing privilege, see [`observe_grants`]):
+    /// whether this is a replica is unknown, which is not the same as "not a replica".
+    Unreadable,
 }
 
 /// For each signal, where to read it on this server.
@@ -344,6 +347,22 @@ pub fn signal_sources(
 }
 
 /// Which statement shows replication status on this server.
+/// The privilege `SHOW REPLICA STATUS` needs: `SLAVE MONITOR` on MariaDB ≥ 10.5.9
+/// (where `REPLICATION CLIENT` no longer covers it), `REPLICATION CLIENT` elsewhere.
+pub fn replica_status_privilege(id: &ServerIdentity) -> &'static str {
+    match id.flavor {
+        Flavor::MariaDb if id.version >= Version::new(10, 5, 9) => "SLAVE MONITOR",
+        _ => "REPLICATION CLIENT",
+    }
+}
+
+/// Everything observing needs on this flavor and version (status, watch, run
+/// --dry-run): `PROCESS` for InnoDB's tables and the process list, and the replica
+/// status privilege.
+pub fn observe_grants(id: &ServerIdentity) -> String {
+    format!("PROCESS, {}", replica_status_privilege(id))
+}
+
 pub fn replica_statement(id: &ServerIdentity) -> &'static str {
     let modern = match id.flavor {
         Flavor::MariaDb => id.version >= Version::new(10, 5, 1),
@@ -398,6 +417,30 @@ pub(crate) fn fixture_caps_writable(version: &str, replica: ReplicaSource) -> Ca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_status_privilege_per_flavor_and_version() {
+        let id = |v: &str| ServerIdentity::parse(v, "").unwrap();
+        for (version, privilege) in [
+            ("10.5.8-MariaDB", "REPLICATION CLIENT"),
+            ("10.5.9-MariaDB", "SLAVE MONITOR"),
+            ("10.11.19-MariaDB-0+deb12u1", "SLAVE MONITOR"),
+            ("11.4.2-MariaDB", "SLAVE MONITOR"),
+            ("8.0.36", "REPLICATION CLIENT"),
+            ("5.7.44-log", "REPLICATION CLIENT"),
+        ] {
+            assert_eq!(
+                replica_status_privilege(&id(version)),
+                privilege,
+                "{version}"
+            );
+            assert_eq!(
+                observe_grants(&id(version)),
+                format!("PROCESS, {privilege}"),
+                "{version}"
+            );
+        }
+    }
 
     fn id(v: &str, c: &str) -> ServerIdentity {
         ServerIdentity::parse(v, c).unwrap()

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlRow, MySqlSslMode};
-use sqlx::{Connection, Row};
+use sqlx::{ConnectOptions, Connection, Row};
 
 use super::dsn::{ConnectTarget, SslMode};
 use super::flavor::{
@@ -206,7 +206,7 @@ impl LiveServer {
             .host(&t.host)
             .port(t.port)
             .username(&t.user)
-            .ssl_mode(match t.ssl_mode {
+            .ssl_mode(match t.tls.effective_mode() {
                 SslMode::Disabled => MySqlSslMode::Disabled,
                 SslMode::Preferred => MySqlSslMode::Preferred,
                 SslMode::Required => MySqlSslMode::Required,
@@ -217,12 +217,25 @@ impl LiveServer {
             .pipes_as_concat(false)
             .no_engine_substitution(false)
             .timezone(None)
-            .statement_cache_capacity(0);
+            .statement_cache_capacity(0)
+            // `drain` waits server-side on purpose (innodb_max_purge_lag_wait) and
+            // `SHOW ENGINE INNODB STATUS` can be slow: sqlx's "slow statement" warning
+            // would be noise on a command's standard error. Query timeouts bound them.
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
         if let Some(pw) = t.password() {
             o = o.password(pw);
         }
         if let Some(s) = &t.socket {
             o = o.socket(s);
+        }
+        if let Some(ca) = &t.tls.ca {
+            o = o.ssl_ca(ca);
+        }
+        if let Some(cert) = &t.tls.cert {
+            o = o.ssl_client_cert(cert);
+        }
+        if let Some(key) = &t.tls.key {
+            o = o.ssl_client_key(key);
         }
         o
     }
@@ -585,8 +598,15 @@ impl Server for LiveServer {
             }
             Ok(_) => ReplicaSource::NotReplica,
             Err(e) if e.is_connection_lost() => return Err(e),
-            // Without REPLICATION CLIENT / SLAVE MONITOR the lag is simply unknown.
-            Err(_) => ReplicaSource::NotReplica,
+            // Refused (a missing privilege) is not "no rows": whether this server is a
+            // replica is unknown, and `diagnose` says so with the grant that fixes it.
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; replica lag is unknown (GRANT {} ON *.* to innopilot's account)",
+                    super::flavor::replica_status_privilege(&identity)
+                );
+                ReplicaSource::Unreadable
+            }
         };
         let undo = match identity.flavor {
             Flavor::MySql if identity.version >= Version::new(8, 0, 0) => UndoSource::InfoSchema,
@@ -638,7 +658,10 @@ impl Server for LiveServer {
         if sample.undo_bytes.is_none() {
             sample.undo_bytes = self.stat_undo(&caps);
         }
-        if caps.signals.replica != ReplicaSource::NotReplica {
+        if matches!(
+            caps.signals.replica,
+            ReplicaSource::ShowReplicaStatus | ReplicaSource::ShowSlaveStatus
+        ) {
             sample.is_replica = true;
             let stmt = replica_statement(&caps.identity);
             let rows = self.fetch("reading replica status", stmt).await?;
@@ -968,6 +991,21 @@ impl LiveServer {
                 ))
             })
             .collect())
+    }
+    /// The TLS cipher of innopilot's own connection (`Ssl_cipher`); `None` when the
+    /// connection is not encrypted (ssl-mode preferred falls back to plain text
+    /// silently, so `status` asks the server instead of assuming).
+    pub async fn tls_cipher(&mut self) -> Result<Option<String>, ServerError> {
+        let rows = self
+            .fetch(
+                "reading the connection's TLS state",
+                "SHOW SESSION STATUS LIKE 'Ssl_cipher'",
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| col(r, 1))
+            .filter(|c| !c.is_empty()))
     }
 }
 

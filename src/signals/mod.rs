@@ -47,7 +47,7 @@ pub struct Signals {
     pub dirty_fraction: Option<f64>,
     /// History length around the oldest transaction's read view, from the window's
     /// long memory of history ([`HISTORY_MEMORY`]); `None` when the oldest
-    /// transaction holds no read view. What [`crate::policy::purge_rate::estimate`]
+    /// transaction holds no read view. What [`crate::signals::purge::estimate`]
     /// splits history into purgeable and blocked with.
     #[serde(default)]
     pub view_history: Option<ViewHistory>,

@@ -170,6 +170,12 @@ fn finish(
             .iter()
             .map(|d| SimDecision::from_tick(d, EPOCH_UNIX_MS))
             .collect(),
+        views: scenario
+            .realize(seed)
+            .views
+            .iter()
+            .map(|v| (v.start_s, v.end_s))
+            .collect(),
     }
 }
 
@@ -333,7 +339,7 @@ pub fn to_csv(run: &SimRun) -> String {
     let knobs = run_knobs(run);
     let mut out = String::from(
         "t_s,offered_tps,throughput_tps,latency_p99_ms,backlog,dropped,history,purgeable,purge_rate,\
-         undo_bytes,redo_fill,dirty_pages,flush_rate,stalled_s,dml_delay_us,replica_lag_s,\
+         undo_bytes,redo_fill_ratio,dirty_pages,flush_rate,stalled_s,dml_delay_us,replica_lag_s,\
          purge_cores",
     );
     for k in &knobs {
@@ -376,6 +382,16 @@ pub fn to_csv(run: &SimRun) -> String {
 /// Writes `timeseries.csv`, `summary.json`, `decisions.jsonl` and the SVG plots into
 /// `dir` (created if missing). Returns the files written.
 pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
+    write_outputs_compared(run, None, dir)
+}
+
+/// [`write_outputs`], with the plots also showing `baseline` (the same scenario under
+/// another policy) on the same axes, so a reader sees whether the policy helped.
+pub fn write_outputs_compared(
+    run: &SimRun,
+    baseline: Option<&SimRun>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, SimError> {
     let io = |path: &Path, e: std::io::Error| SimError::Io {
         what: "cannot write",
         path: path.to_path_buf(),
@@ -419,7 +435,9 @@ pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError>
     }
     std::fs::write(&dec, text).map_err(|e| io(&dec, e))?;
     written.push(dec);
-    written.extend(super::plot::write_svgs(run, dir)?);
+    let mut arms = vec![run];
+    arms.extend(baseline);
+    written.extend(super::plot::write_svgs(&arms, dir)?);
     Ok(written)
 }
 

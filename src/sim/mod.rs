@@ -24,7 +24,9 @@ pub mod plot;
 pub mod run;
 pub mod scenario;
 
-pub use compare::{compare, run, summary, write_outputs, CompareTable, Summary};
+pub use compare::{
+    compare, run, summary, write_outputs, write_outputs_compared, CompareTable, Summary,
+};
 pub use peers::Peer;
 pub use run::SimRun;
 pub use scenario::Scenario;

@@ -37,6 +37,8 @@ pub struct SimRun {
     pub loaded: Vec<bool>,
     pub seconds: Vec<Second>,
     pub decisions: Vec<SimDecision>,
+    /// The read views of this run (start, end), seconds: shaded in the plots.
+    pub views: Vec<(f64, f64)>,
 }
 
 /// Knobs that appear in a run, in allowlist order.

@@ -14,13 +14,14 @@ use super::Rng;
 
 /// The server flavors the model knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum SimFlavor {
     /// MariaDB 10.11: purge threads dynamic, innodb_log_file_size resizable, DML delay
     /// only while purge handles pages, undo truncation off by default.
+    #[serde(rename = "mariadb1011")]
     MariaDb1011,
     /// MySQL 8.0.30+: purge threads read-only, innodb_redo_log_capacity, DML delay by
     /// history size alone, undo truncation on at 1 GiB by default.
+    #[serde(rename = "mysql80")]
     MySql80,
 }
 

@@ -46,6 +46,7 @@ pub mod run;
 pub mod server;
 pub mod sql;
 pub mod template;
+pub mod tls;
 pub mod views;
 
 use std::path::PathBuf;

@@ -1,0 +1,102 @@
+//! `/check` (freno-compatible) during a live run: 429 with the reason while a held
+//! read view keeps the history above `check.max_history_records`, 200 once it ends
+//! and purge catches up.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::run::{signal, wait_exit, Run};
+use common::{eventually, free_port, MariaDb};
+
+const CONFIG: &str = r#"
+[sampler]
+interval = "500ms"
+window = "5s"
+
+[control]
+restore_timeout = "10s"
+
+[http]
+stale_after = "2s"
+
+[check]
+max_history_records = 3000
+"#;
+
+/// GET over plain TCP: (status, body). `None` when nothing listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    Some((status, body))
+}
+
+async fn wait_check(port: u16, want: u16, limit: Duration) -> serde_json::Value {
+    let body = eventually(
+        &format!("GET /check answering {want}"),
+        limit,
+        Duration::from_millis(250),
+        || async {
+            http_get(port, "/check/gh-ost/mysql/main")
+                .filter(|(s, _)| *s == want)
+                .map(|(_, b)| b)
+        },
+    )
+    .await;
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/check body is not JSON: {e}: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_throttles_under_a_held_read_view_and_clears_after() {
+    let db = MariaDb::new();
+    db.prepare_table(20_000).await;
+    let run = Run::with_config(CONFIG);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = run.spawn(&db.dsn(), &["--dry-run", "--listen", &listen]);
+
+    let ok = wait_check(port, 200, Duration::from_secs(60)).await;
+    assert_eq!(ok["StatusCode"], 200, "{ok}");
+
+    // A read view plus updates: history grows past the limit and stays there.
+    let view = db.hold_read_view().await;
+    let load = db.spawn_update_load(2);
+    let throttled = wait_check(port, 429, Duration::from_secs(90)).await;
+    assert_eq!(throttled["StatusCode"], 429, "{throttled}");
+    assert_eq!(throttled["Threshold"], 3000.0, "{throttled}");
+    assert!(
+        throttled["Value"].as_f64().is_some_and(|v| v > 3000.0),
+        "{throttled}"
+    );
+    assert!(
+        throttled["Message"]
+            .as_str()
+            .is_some_and(|m| m.contains("purge debt") && m.contains("max_history_records")),
+        "{throttled}"
+    );
+
+    // The view ends: purge catches up and background work may proceed again.
+    load.stop().await;
+    view.release().await;
+    let ok = wait_check(port, 200, Duration::from_secs(120)).await;
+    assert!(
+        ok["reasons"].as_array().is_some_and(|r| r.is_empty()),
+        "{ok}"
+    );
+
+    signal(&child, "TERM");
+    let (code, err) = wait_exit(child, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+}
