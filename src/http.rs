@@ -265,8 +265,12 @@ mod tests {
         assert_eq!(respond(&get("/check"), &s, now, d, &off).0, 404);
     }
 
-    #[tokio::test]
-    async fn serves_over_tcp() {
+    /// The endpoints on a free loopback port with the default limits.
+    async fn serve_defaults() -> (
+        std::net::SocketAddr,
+        watch::Sender<Arc<Snapshot>>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let listener = bind("127.0.0.1:0").await.unwrap();
         let addr = local_addr(&listener).unwrap();
         let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
@@ -276,15 +280,13 @@ mod tests {
             Duration::from_secs(5),
             crate::config::Config::default().check,
         );
-        let get = |path: &'static str| async move {
-            let mut s = TcpStream::connect(addr).await.unwrap();
-            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-                .await
-                .unwrap();
-            let mut out = String::new();
-            s.read_to_string(&mut out).await.unwrap();
-            out
-        };
+        (addr, tx, task)
+    }
+
+    #[tokio::test]
+    async fn serves_over_tcp() {
+        let (addr, tx, task) = serve_defaults().await;
+        let get = |path: &'static str| get(addr, path);
         assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
         tx.send_replace(Arc::new(Snapshot {
             phase: Phase::Running,
@@ -354,15 +356,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_requests_and_large_heads_are_refused() {
-        let listener = bind("127.0.0.1:0").await.unwrap();
-        let addr = local_addr(&listener).unwrap();
-        let (_tx, rx) = watch::channel(Arc::new(Snapshot::default()));
-        let task = spawn(
-            listener,
-            rx,
-            Duration::from_secs(5),
-            crate::config::Config::default().check,
-        );
+        let (addr, _tx, task) = serve_defaults().await;
         let mut s = TcpStream::connect(addr).await.unwrap();
         s.write_all(b"GARBAGE\r\n\r\n").await.unwrap();
         let mut out = String::new();

@@ -582,7 +582,12 @@ fn check_config(cli: &Cli) -> anyhow::Result<()> {
     )?;
     // The layering must mean what the loader means; a difference is a bug here.
     let layered = effective.config()?;
-    if file.is_some() && overrides.is_empty() && layered != config {
+    let mut expected = config.clone();
+    if let Some(dsn) = expected.server.dsn.as_mut() {
+        // The effective configuration shows the DSN without its password.
+        *dsn = innopilot::config::effective::redact_dsn(dsn);
+    }
+    if file.is_some() && overrides.is_empty() && layered != expected {
         anyhow::bail!("internal error: the effective configuration differs from {source}");
     }
     outln!("# {source}: OK")?;

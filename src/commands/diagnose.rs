@@ -864,9 +864,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn held_read_view_names_the_culprit() {
-        let s = Sample {
+    /// History 250 k, and connection 17 idle in a REPEATABLE READ transaction
+    /// with a read view for 45 s.
+    fn idle_view_sample() -> Sample {
+        Sample {
             history_len: Some(250_000),
             redo: redo(1 << 20),
             oldest_trx: Some(TrxInfo {
@@ -882,7 +883,12 @@ mod tests {
                 active_count: Some(3),
             }),
             ..Sample::default()
-        };
+        }
+    }
+
+    #[test]
+    fn held_read_view_names_the_culprit() {
+        let s = idle_view_sample();
         let fs = analyze(&facts(s, 5000.0, 0.0));
         let p = fs
             .iter()
@@ -909,23 +915,7 @@ mod tests {
         // A long view while the history is flat: the estimate says none of it is
         // held back by the view, so no "Purge is blocked by" finding (whose body
         // would say 0 records are blocked).
-        let s = Sample {
-            history_len: Some(250_000),
-            redo: redo(1 << 20),
-            oldest_trx: Some(TrxInfo {
-                trx_id: "421".into(),
-                thread_id: Some(17),
-                age_s: 45,
-                user: Some("root".into()),
-                host: Some("127.0.0.1:5555".into()),
-                state: Some("RUNNING".into()),
-                isolation: Some("REPEATABLE READ".into()),
-                command: Some("Sleep".into()),
-                holds_read_view: true,
-                active_count: Some(3),
-            }),
-            ..Sample::default()
-        };
+        let s = idle_view_sample();
         let fs = analyze(&facts(s, 0.0, 0.0));
         assert!(
             fs.iter().all(|x| x.id != "purge_blocked"),

@@ -960,27 +960,24 @@ impl PolicyKind for Flush {
     }
 
     fn build(cfg: &FlushConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        let policy = Flush {
-            id,
-            ..Flush::new(cfg.clone())
-        };
-        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+        super::boxed_if(
+            cfg.enabled,
+            Flush {
+                id,
+                ..Flush::new(cfg.clone())
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::policy::testkit::{self, find, Loop};
     use crate::server::sample::{RedoSample, Sample};
     use crate::server::{Capabilities, KnobValues};
     use proptest::prelude::*;
     use std::time::Duration;
-
-    fn cfg() -> FlushConfig {
-        Config::default().policy.flush
-    }
 
     fn baseline() -> KnobValues {
         KnobValues::from([
@@ -1029,7 +1026,7 @@ mod tests {
 
     #[test]
     fn raises_ahead_of_need_on_the_trend() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mariadb();
         // 60 % and rising 1 %/s: 90 % in 30 s, over the 75 % target. The device has
         // shown 2 000 pages/s: io_capacity may go to 4 000. One page retires
@@ -1069,7 +1066,7 @@ mod tests {
         // io_capacity_max baseline 2 000, which stays.
         let mut f = Flush::new(FlushConfig {
             projection_persist: Duration::ZERO,
-            ..cfg()
+            ..FlushConfig::default()
         });
         let mut s = signals(1, 0.60, 0.01, 2_000.0);
         s.lsn_rate = None;
@@ -1115,7 +1112,7 @@ mod tests {
     /// target still does (the sync-flush cliff stalls everyone).
     #[test]
     fn free_page_waits_hold_back_a_projection_but_not_the_cliff() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mariadb();
         for t in 1..=30 {
             let mut s = signals(t, 0.31, 0.016, 2_200.0);
@@ -1143,7 +1140,7 @@ mod tests {
         );
         assert!(find(&ps, Knob::IoCapacity).unwrap().value > 200);
         // At the target itself, waits or not, flushing grows.
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let mut s = signals(1, 0.80, 0.0, 2_200.0);
         s.free_page_wait_rate = Some(250.0);
         let ps = decide(&mut f, &caps, &baseline(), &s);
@@ -1156,7 +1153,7 @@ mod tests {
     /// for the episode whatever the row time does next.
     #[test]
     fn last_resort_delay_is_small_for_fast_rows() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mariadb();
         let cur = with(Knob::IoCapacity, 1000);
         let mut s = signals(1, 0.99, 0.01, 500.0);
@@ -1189,7 +1186,7 @@ mod tests {
     /// 412 its ceiling). Near the best it has shown, the shortfall is the device's.
     #[test]
     fn a_device_is_not_limited_below_what_it_has_shown() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mariadb();
         let cur = with(Knob::IoCapacity, 1000);
         decide(&mut f, &caps, &cur, &signals(1, 0.80, 0.01, 3_000.0));
@@ -1212,7 +1209,7 @@ mod tests {
     #[test]
     fn own_low_io_capacity_is_not_the_devices_ceiling() {
         let caps = testkit::mariadb();
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let cur = with(Knob::IoCapacity, 200);
         for t in 1..=5 {
             decide(&mut f, &caps, &cur, &signals(t, 0.80, 0.01, 194.0));
@@ -1231,7 +1228,7 @@ mod tests {
 
     #[test]
     fn never_far_above_what_the_device_has_shown() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mysql();
         let cur = with(Knob::IoCapacity, 1000);
         let ps = decide(&mut f, &caps, &cur, &signals(1, 0.9, 0.01, 400.0));
@@ -1247,7 +1244,7 @@ mod tests {
 
     #[test]
     fn idle_lowers_step_by_step_then_releases() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mariadb();
         let cur = with(Knob::IoCapacity, 1000);
         let ps = decide(&mut f, &caps, &cur, &signals(1, 0.10, -0.001, 500.0));
@@ -1268,7 +1265,7 @@ mod tests {
 
     #[test]
     fn unknown_fill_and_disabled_hold() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let mut s = signals(1, 0.9, 0.0, 100.0);
         s.redo_fill = None;
         assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
@@ -1276,7 +1273,7 @@ mod tests {
         assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
         let mut f = Flush::new(FlushConfig {
             enabled: false,
-            ..cfg()
+            ..FlushConfig::default()
         });
         let s = signals(1, 0.99, 0.1, 100.0);
         assert!(decide(&mut f, &testkit::mariadb(), &baseline(), &s).is_empty());
@@ -1284,7 +1281,7 @@ mod tests {
 
     #[test]
     fn last_resort_delay_at_the_cliff_then_released() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let caps = testkit::mysql();
         // Device shown 500 pages/s; io_capacity already 1000 ≥ its ceiling.
         let cur = with(Knob::IoCapacity, 1000);
@@ -1333,14 +1330,14 @@ mod tests {
         let ps = decide(&mut f, &caps, &baseline(), &signals(42, 0.70, -0.01, 500.0));
         assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none());
         // Not at the ceiling yet: flush more first, no delay.
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let ps = decide(&mut f, &caps, &baseline(), &signals(1, 0.97, 0.01, 2_000.0));
         assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none());
     }
 
     #[test]
     fn recovery_model() {
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         // 4 MB/s of redo, fill flat, 2 000 pages/s flushed: 2 000 bytes per page.
         decide(
             &mut f,
@@ -1356,7 +1353,7 @@ mod tests {
             Some(1_500_000_000)
         );
         assert_eq!(
-            Flush::new(cfg()).recovery_bound(&signals(1, 0.5, 0.0, 1.0)),
+            Flush::new(FlushConfig::default()).recovery_bound(&signals(1, 0.5, 0.0, 1.0)),
             None
         );
     }
@@ -1365,7 +1362,7 @@ mod tests {
     fn redo_grows_at_sustained_peaks_within_budgets_and_shrinks_when_quiet() {
         let c = FlushConfig {
             redo_resize: true,
-            ..cfg()
+            ..FlushConfig::default()
         };
         let caps = testkit::mariadb();
         let mut f = Flush::new(c.clone());
@@ -1415,7 +1412,7 @@ mod tests {
         }
         assert_eq!(back, Some((1800, 64 << 20)));
         // Opt-in: nothing without redo_resize, nor where the knob is read-only.
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let ps = decide(&mut f, &caps, &cur, &signals(1, 0.1, 0.0, 100.0));
         assert!(find(&ps, Knob::LogFileSize).is_none());
         let mut f = Flush::new(c);
@@ -1503,7 +1500,7 @@ mod tests {
     fn day(device: f64, with_policy: bool) -> (RedoPlant, Loop, Vec<(f64, u64)>) {
         let mut plant = RedoPlant::new(device);
         let mut lp = Loop::new(testkit::mysql(), baseline());
-        let mut f = Flush::new(cfg());
+        let mut f = Flush::new(FlushConfig::default());
         let mut trace = Vec::new();
         for t in 0..1560 {
             plant.load = if (60..660).contains(&t) {
@@ -1606,7 +1603,7 @@ mod tests {
             on_mariadb in any::<bool>(),
         ) {
             let caps = if on_mariadb { testkit::mariadb() } else { testkit::mysql() };
-            let mut f = Flush::new(cfg());
+            let mut f = Flush::new(FlushConfig::default());
             let mut cur = with(Knob::IoCapacity, cur_cap);
             cur.insert(Knob::IoCapacityMax, cur_cap.max(2000) * 2);
             for (i, (fill, trend, flushed)) in seq.into_iter().enumerate() {
@@ -1621,7 +1618,7 @@ mod tests {
                 }
                 for p in &ps {
                     if p.knob == Knob::MaxPurgeLagDelay {
-                        prop_assert!(p.value <= cfg().last_resort_delay_us);
+                        prop_assert!(p.value <= FlushConfig::default().last_resort_delay_us);
                     }
                     prop_assert!(p.knob != Knob::LogFileSize && p.knob != Knob::RedoLogCapacity);
                 }
@@ -1642,7 +1639,7 @@ mod tests {
             let caps = testkit::mariadb();
             let cur = with(Knob::IoCapacity, cur_cap);
             let at = |fill| {
-                let mut f = Flush::new(cfg());
+                let mut f = Flush::new(FlushConfig::default());
                 let ps = decide(&mut f, &caps, &cur, &signals(1, fill, trend, cur_cap as f64));
                 find(&ps, Knob::IoCapacity).unwrap().value
             };

@@ -150,6 +150,11 @@ pub trait PolicyKind: 'static {
     fn build(cfg: &Self::Config, id: PolicyId) -> Option<Box<dyn Policy>>;
 }
 
+/// `policy` boxed when its section enables it: what every [`PolicyKind::build`] returns.
+pub(crate) fn boxed_if<P: Policy + 'static>(enabled: bool, policy: P) -> Option<Box<dyn Policy>> {
+    enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+}
+
 /// A control policy.
 pub trait Policy: Send {
     fn id(&self) -> PolicyId;

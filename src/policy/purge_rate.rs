@@ -899,27 +899,24 @@ impl PolicyKind for PurgeRate {
     }
 
     fn build(cfg: &PurgeRateConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        let policy = PurgeRate {
-            id,
-            ..PurgeRate::new(cfg.clone())
-        };
-        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+        super::boxed_if(
+            cfg.enabled,
+            PurgeRate {
+                id,
+                ..PurgeRate::new(cfg.clone())
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::policy::testkit::{self, find, Loop};
     use crate::server::sample::{RedoSample, Sample};
     use crate::signals::purge::testkit::{signals_with, trx};
     use crate::signals::ViewHistory;
     use proptest::prelude::*;
-
-    fn cfg() -> PurgeRateConfig {
-        Config::default().policy.purge_rate
-    }
 
     fn baseline(threads: u64) -> KnobValues {
         KnobValues::from([
@@ -1087,7 +1084,7 @@ mod tests {
 
     #[test]
     fn no_delay_while_blocked_and_the_reason_names_the_culprit() {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let mut s = signals_with(2_000_000, 30_000.0, Some(trx(312, true)));
         s.view_history = Some(ViewHistory {
             at_start: Some(10_000),
@@ -1117,7 +1114,7 @@ mod tests {
 
     #[test]
     fn within_budget_releases() {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let s = signals_with(12_000, 100.0, None);
         let ps = decide(&mut p, &testkit::mariadb(), &baseline(4), &s);
         assert_eq!(ps.len(), 3, "{ps:?}");
@@ -1134,7 +1131,7 @@ mod tests {
 
     #[test]
     fn unknown_history_or_rate_holds() {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let mut s = signals_with(900_000, 100.0, None);
         s.history_rate = None;
         assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
@@ -1143,7 +1140,7 @@ mod tests {
         assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
         let mut p = PurgeRate::new(PurgeRateConfig {
             enabled: false,
-            ..cfg()
+            ..PurgeRateConfig::default()
         });
         let s = signals_with(9_000_000, 100_000.0, None);
         assert!(decide(&mut p, &testkit::mysql(), &baseline(4), &s).is_empty());
@@ -1151,7 +1148,7 @@ mod tests {
 
     #[test]
     fn undo_over_its_byte_budget_shrinks_the_records_budget() {
-        let p = PurgeRate::new(cfg());
+        let p = PurgeRate::new(PurgeRateConfig::default());
         let mut s = signals_with(0, 0.0, None);
         s.sample.undo_bytes = Some(8 << 30);
         let (b, why) = p.budget(&s);
@@ -1166,7 +1163,7 @@ mod tests {
     /// Drives the policy alone on MySQL (delay only) with history held at `h`
     /// growing at `rate`, from a fresh state, for `ticks`; returns the last delay.
     fn delay_after(h: u64, rate: f64, ticks: u64) -> u64 {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mysql();
         let base = baseline(4);
         let mut last = 0;
@@ -1189,8 +1186,11 @@ mod tests {
         let d1 = delay_after(900_000, 20_000.0, 2);
         let d30 = delay_after(900_000, 20_000.0, 30);
         assert!(d1 <= d30, "{d1} then {d30}");
-        assert!(d30 > 0 && d30 <= cfg().max_delay_us, "{d30}");
-        let mut p = PurgeRate::new(cfg());
+        assert!(
+            d30 > 0 && d30 <= PurgeRateConfig::default().max_delay_us,
+            "{d30}"
+        );
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mysql();
         let base = baseline(4);
         let mut ps = Vec::new();
@@ -1223,7 +1223,7 @@ mod tests {
 
     #[test]
     fn quiet_load_releases_the_delay_first() {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mariadb();
         let base = baseline(4);
         for i in 0..60 {
@@ -1251,7 +1251,7 @@ mod tests {
     #[test]
     fn a_delay_that_does_not_slow_dml_is_given_up() {
         // Open-loop arrivals: the DML rate stays at 10 000 rows/s whatever the delay.
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mysql();
         let base = baseline(4);
         let mut given_up = None;
@@ -1282,7 +1282,7 @@ mod tests {
     fn bumpless_start_from_the_knobs_in_effect() {
         // The operator handed back a delay of 2 000 µs (reset): the first decision
         // keeps it instead of jumping.
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mysql();
         let base = baseline(4);
         let mut current = base.clone();
@@ -1299,7 +1299,7 @@ mod tests {
         assert_eq!((d.value, d.intent), (2_000, Intent::Act), "{}", d.reason);
         assert_eq!(find(&ps, Knob::MaxPurgeLag).unwrap().value, 400_000);
         // From rest, nothing jumps either: the first step is the proportional part.
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let ps = decide(&mut p, &caps, &base, &s);
         assert_eq!(p.effort(), Some(0.0));
         assert!(find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent == Intent::Release);
@@ -1307,7 +1307,7 @@ mod tests {
 
     #[test]
     fn threads_come_before_the_delay_and_respect_the_redo_ceiling() {
-        let mut p = PurgeRate::new(cfg());
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mariadb();
         let base = baseline(4);
         let mut seen_threads_before_delay = false;
@@ -1372,7 +1372,7 @@ mod tests {
             ("view", Flavor::MySql, testkit::mysql(), 8_000.0),
         ] {
             let plant = Plant::new(flavor, 4.0, 133.0, per_thread);
-            let mut run = Run::new(plant, caps, 4, cfg());
+            let mut run = Run::new(plant, caps, 4, PurgeRateConfig::default());
             if name == "view" {
                 run.run(30);
                 run.plant.open_view();
@@ -1391,7 +1391,7 @@ mod tests {
     fn mysql_drains_gradually_with_a_small_delay_and_no_oscillation() {
         // 30 000 statements/s offered, purge does 24 000/s: history grows 6 000/s.
         let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 6_000.0);
-        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        let mut run = Run::new(plant, testkit::mysql(), 4, PurgeRateConfig::default());
         run.run(900);
         let hist: Vec<u64> = run.trace.iter().map(|t| t.0).collect();
         let peak = *hist.iter().max().unwrap();
@@ -1432,7 +1432,7 @@ mod tests {
     #[test]
     fn mariadb_adds_purge_threads_without_flapping_and_no_delay_when_threads_suffice() {
         let plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 6_000.0);
-        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg());
+        let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
         run.run(900);
         let threads = run.lp.changes(Knob::PurgeThreads);
         assert!(!threads.is_empty());
@@ -1446,7 +1446,7 @@ mod tests {
     fn mariadb_uses_every_purge_thread_before_a_delay() {
         // 8 threads × 3 500/s = 28 000/s < 30 000/s offered: threads are not enough.
         let plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 3_500.0);
-        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg());
+        let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
         run.run(900);
         let first_delay = run.trace.iter().position(|t| t.1 > 0).expect("a delay");
         assert!(run.trace[..first_delay].iter().all(|t| t.1 == 0));
@@ -1459,7 +1459,7 @@ mod tests {
     #[test]
     fn no_delay_while_a_view_blocks_then_a_bounded_drain() {
         let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 8_000.0);
-        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        let mut run = Run::new(plant, testkit::mysql(), 4, PurgeRateConfig::default());
         run.run(30);
         run.plant.open_view();
         let held = run.run(300);
@@ -1493,14 +1493,14 @@ mod tests {
             .fold(f64::INFINITY, f64::min);
         assert!(slowest > 30_075.0 * 0.75, "DML rate fell to {slowest}");
         let max_delay = run.trace.iter().map(|t| t.1).max().unwrap();
-        assert!(max_delay > 0 && max_delay <= cfg().max_delay_us);
+        assert!(max_delay > 0 && max_delay <= PurgeRateConfig::default().max_delay_us);
         assert!(run.reversals(Knob::MaxPurgeLagDelay) <= 6);
     }
 
     #[test]
     fn quiet_time_releases_the_delay() {
         let plant = Plant::new(Flavor::MySql, 4.0, 133.0, 6_000.0);
-        let mut run = Run::new(plant, testkit::mysql(), 4, cfg());
+        let mut run = Run::new(plant, testkit::mysql(), 4, PurgeRateConfig::default());
         run.run(400);
         assert!(run.trace.last().unwrap().1 > 0, "precondition: a delay");
         // Night: one writer at 50 statements/s.
@@ -1538,10 +1538,10 @@ mod tests {
         ) {
             let caps = if on_mariadb { testkit::mariadb() } else { testkit::mysql() };
             let base = baseline(base_threads);
-            let mut p = PurgeRate::new(cfg());
+            let mut p = PurgeRate::new(PurgeRateConfig::default());
             for (i, mut s) in seq.into_iter().enumerate() {
                 s.t_ms = 1_000 * (i as u64 + 1);
-                let blocked = estimate(&s, cfg().min_view_age).unwrap().is_blocked();
+                let blocked = estimate(&s, PurgeRateConfig::default().min_view_age).unwrap().is_blocked();
                 let ps = decide(&mut p, &caps, &base, &s);
                 for q in &ps {
                     prop_assert_eq!(ps.iter().filter(|o| o.knob == q.knob).count(), 1);
@@ -1551,7 +1551,7 @@ mod tests {
                             prop_assert!(q.value >= base_threads && q.value <= base_threads.max(8));
                         }
                         Knob::MaxPurgeLagDelay => {
-                            prop_assert!(q.value <= cfg().max_delay_us);
+                            prop_assert!(q.value <= PurgeRateConfig::default().max_delay_us);
                             if blocked {
                                 prop_assert_eq!(q.intent, Intent::Release);
                             }
@@ -1585,7 +1585,7 @@ mod tests {
         /// bounded number of ticks.
         #[test]
         fn recovers_from_saturation_quickly(saturated in 200u64..3_000) {
-            let mut p = PurgeRate::new(cfg());
+            let mut p = PurgeRate::new(PurgeRateConfig::default());
             let caps = testkit::mysql();
             let base = baseline(4);
             let mut t = 0;
@@ -1618,7 +1618,7 @@ mod tests {
             rate in 0.0..100_000.0f64,
             warmup in 0u64..100,
         ) {
-            let mut p = PurgeRate::new(cfg());
+            let mut p = PurgeRate::new(PurgeRateConfig::default());
             let caps = testkit::mysql();
             let base = baseline(4);
             for i in 0..warmup {

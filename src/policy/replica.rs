@@ -214,11 +214,13 @@ impl PolicyKind for ReplicaLag {
     }
 
     fn build(cfg: &ReplicaConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        let policy = ReplicaLag {
-            id,
-            ..ReplicaLag::new(cfg.clone())
-        };
-        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+        super::boxed_if(
+            cfg.enabled,
+            ReplicaLag {
+                id,
+                ..ReplicaLag::new(cfg.clone())
+            },
+        )
     }
 }
 

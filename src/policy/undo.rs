@@ -342,27 +342,24 @@ impl PolicyKind for Undo {
     }
 
     fn build(cfg: &UndoConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        let policy = Undo {
-            id,
-            ..Undo::new(cfg.clone())
-        };
-        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+        super::boxed_if(
+            cfg.enabled,
+            Undo {
+                id,
+                ..Undo::new(cfg.clone())
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::policy::testkit::{self, find};
     use crate::server::sample::{Sample, TrxInfo};
     use crate::server::{Capabilities, KnobValues};
     use crate::signals::Signals;
     use proptest::prelude::*;
-
-    fn cfg() -> UndoConfig {
-        Config::default().policy.undo
-    }
 
     /// MariaDB's defaults: truncation OFF, 10 MiB threshold.
     fn baseline() -> KnobValues {
@@ -396,7 +393,7 @@ mod tests {
 
     #[test]
     fn over_budget_sets_a_sane_threshold_then_turns_truncation_on() {
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         let caps = testkit::mariadb();
         let s = signals(1, Some(3 << 30), Some(2), Some(0));
         let ps = decide(&mut u, &caps, &baseline(), &s);
@@ -428,7 +425,7 @@ mod tests {
         let tr = find(&ps, Knob::UndoLogTruncate).unwrap();
         assert_eq!((tr.value, tr.intent), (1, Intent::Act), "{}", tr.reason);
         // Many tablespaces: never below the floor.
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         let ps = decide(
             &mut u,
             &caps,
@@ -440,7 +437,7 @@ mod tests {
 
     #[test]
     fn releases_below_half_the_budget_with_hysteresis() {
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         let caps = testkit::mariadb();
         decide(
             &mut u,
@@ -473,7 +470,7 @@ mod tests {
     fn needs_two_tablespaces_and_a_known_size() {
         let caps = testkit::mariadb();
         for spaces in [None, Some(0), Some(1)] {
-            let mut u = Undo::new(cfg());
+            let mut u = Undo::new(UndoConfig::default());
             let ps = decide(
                 &mut u,
                 &caps,
@@ -485,7 +482,7 @@ mod tests {
         // Configured count overrides what the server says.
         let mut u = Undo::new(UndoConfig {
             undo_tablespaces: 4,
-            ..cfg()
+            ..UndoConfig::default()
         });
         let ps = decide(
             &mut u,
@@ -494,11 +491,11 @@ mod tests {
             &signals(1, Some(9 << 30), None, None),
         );
         assert_eq!(find(&ps, Knob::MaxUndoLogSize).unwrap().value, 256 << 20);
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         assert!(decide(&mut u, &caps, &baseline(), &signals(1, None, Some(2), None)).is_empty());
         let mut u = Undo::new(UndoConfig {
             enabled: false,
-            ..cfg()
+            ..UndoConfig::default()
         });
         assert!(decide(
             &mut u,
@@ -511,7 +508,7 @@ mod tests {
 
     #[test]
     fn truncating_too_often_doubles_the_threshold_at_most_hourly() {
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         let caps = testkit::mariadb();
         let mut cur = baseline();
         cur.insert(Knob::MaxUndoLogSize, 512 << 20);
@@ -533,7 +530,7 @@ mod tests {
 
     #[test]
     fn a_blocking_read_view_is_named() {
-        let mut u = Undo::new(cfg());
+        let mut u = Undo::new(UndoConfig::default());
         let mut s = signals(1, Some(3 << 30), Some(2), None);
         s.sample.oldest_trx = Some(TrxInfo {
             trx_id: "1234".into(),
@@ -563,7 +560,7 @@ mod tests {
             cur_size in (10u64 << 20)..(8u64 << 30),
             cur_trunc in 0u64..=1,
         ) {
-            let mut u = Undo::new(cfg());
+            let mut u = Undo::new(UndoConfig::default());
             let caps = testkit::mysql();
             let mut cur = baseline();
             cur.insert(Knob::MaxUndoLogSize, cur_size);
@@ -577,12 +574,12 @@ mod tests {
                             prop_assert!(p.value <= 1);
                             if p.value == 1 {
                                 prop_assert!(spaces >= 2);
-                                prop_assert!(cur_size >= cfg().min_truncate_bytes || cur_trunc == 1);
+                                prop_assert!(cur_size >= UndoConfig::default().min_truncate_bytes || cur_trunc == 1);
                             }
                         }
                         Knob::MaxUndoLogSize => {
                             if p.intent == Intent::Act {
-                                prop_assert!(p.value >= cfg().min_truncate_bytes);
+                                prop_assert!(p.value >= UndoConfig::default().min_truncate_bytes);
                             }
                         }
                         other => prop_assert!(false, "unexpected {}", other),

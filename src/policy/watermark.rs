@@ -564,26 +564,23 @@ impl PolicyKind for Watermark {
     }
 
     fn build(cfg: &WatermarkConfig, id: PolicyId) -> Option<Box<dyn Policy>> {
-        let policy = Watermark {
-            id,
-            ..Watermark::new(cfg.clone())
-        };
-        cfg.enabled.then(|| Box::new(policy) as Box<dyn Policy>)
+        super::boxed_if(
+            cfg.enabled,
+            Watermark {
+                id,
+                ..Watermark::new(cfg.clone())
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::policy::testkit::find;
     use crate::server::flavor::ReplicaSource;
     use crate::signals::Signals;
     use proptest::prelude::*;
-
-    fn cfg() -> WatermarkConfig {
-        Config::default().policy.watermark
-    }
 
     /// Capabilities as probed: `read_only` is what MariaDB's SYSTEM_VARIABLES says;
     /// MySQL says nothing (None) and innopilot's version table decides.
@@ -659,7 +656,7 @@ mod tests {
     /// on MariaDB); chosen when high mode begins and held until it ends.
     #[test]
     fn high_mode_delay_follows_the_row_time_and_holds() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let base = baseline(4, 127);
         let mut run = |pct: f64, dml: f64| {
             let mut s = Signals {
@@ -696,7 +693,7 @@ mod tests {
     fn purge_debt_over_its_limit_hands_threads_back() {
         let mut w = Watermark::new(WatermarkConfig {
             yield_history_records: 2_000_000,
-            ..cfg()
+            ..WatermarkConfig::default()
         });
         assert_eq!(threads_at(&mut w, 90.0, 1_900_000).value, 1);
         let p = threads_at(&mut w, 90.0, 2_100_000);
@@ -717,7 +714,7 @@ mod tests {
         assert_eq!(threads_at(&mut w, 90.0, 1_590_000).value, 1);
         let mut w = Watermark::new(WatermarkConfig {
             yield_history_records: 0,
-            ..cfg()
+            ..WatermarkConfig::default()
         });
         assert_eq!(threads_at(&mut w, 90.0, 50_000_000).value, 1);
     }
@@ -739,7 +736,7 @@ mod tests {
             (70.0, 1, Intent::Act),
             (85.0, 1, Intent::Act),
         ] {
-            let mut w = Watermark::new(cfg());
+            let mut w = Watermark::new(WatermarkConfig::default());
             let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(pct));
             let p = find(&ps, Knob::PurgeThreads).unwrap();
             assert_eq!((p.value, p.intent), (want, intent), "{pct} %: {}", p.reason);
@@ -749,13 +746,13 @@ mod tests {
 
     #[test]
     fn reasons_carry_the_numbers() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(63.2));
         assert_eq!(
             find(&ps, Knob::PurgeThreads).unwrap().reason,
             "redo fill 63.2 % is in bucket 3 of 4 (50–65 %, watermarks 20–80 %): 2 purge threads"
         );
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(12.0));
         assert_eq!(
             find(&ps, Knob::PurgeThreads).unwrap().reason,
@@ -777,7 +774,7 @@ mod tests {
             let mut w = Watermark::new(WatermarkConfig {
                 low_pct: 25.0,
                 high_pct: 75.0,
-                ..cfg()
+                ..WatermarkConfig::default()
             });
             let t = threads(&mut w, pct);
             (t, w.state.unwrap().level)
@@ -791,14 +788,14 @@ mod tests {
     #[test]
     fn hysteresis_does_not_flap_around_a_boundary() {
         // Boundary between bucket 1 (4 threads) and bucket 2 (3 threads) at 35 %.
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let seen: Vec<u64> = [34.9, 35.1, 34.9, 35.1, 34.9, 36.9]
             .iter()
             .map(|p| threads(&mut w, *p))
             .collect();
         assert_eq!(seen, [4; 6]);
         // Starting on the other side holds the other level just as well.
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let seen: Vec<u64> = [35.1, 34.9, 35.1, 34.9, 33.1]
             .iter()
             .map(|p| threads(&mut w, *p))
@@ -812,7 +809,7 @@ mod tests {
 
     #[test]
     fn big_moves_skip_buckets() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         assert_eq!(threads(&mut w, 10.0), 4);
         assert_eq!(threads(&mut w, 70.0), 1);
         assert_eq!(threads(&mut w, 40.0), 3);
@@ -820,7 +817,7 @@ mod tests {
 
     #[test]
     fn high_mode_on_mariadb_sets_the_dml_delay() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(85.0));
         let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
         let delay = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
@@ -852,14 +849,14 @@ mod tests {
     #[test]
     fn high_mode_without_purge_threads_shrinks_the_batch() {
         for caps in [mysql(), mariadb_10_6()] {
-            let mut w = Watermark::new(cfg());
+            let mut w = Watermark::new(WatermarkConfig::default());
             let ps = decide(&mut w, &caps, &baseline(4, 300), Some(85.0));
             assert_eq!(ps.len(), 1, "{ps:?}");
             let b = find(&ps, Knob::PurgeBatchSize).unwrap();
             assert_eq!((b.value, b.intent), (100, Intent::Act), "{}", b.reason);
             assert!(b.reason.contains("baseline 300"), "{}", b.reason);
             // Never above the baseline.
-            let mut w = Watermark::new(cfg());
+            let mut w = Watermark::new(WatermarkConfig::default());
             let ps = decide(&mut w, &caps, &baseline(4, 50), Some(85.0));
             assert_eq!(find(&ps, Knob::PurgeBatchSize).unwrap().value, 50);
         }
@@ -867,7 +864,7 @@ mod tests {
 
     #[test]
     fn leaving_high_mode_releases_what_it_set() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let base = baseline(4, 127);
         decide(&mut w, &mariadb(), &base, Some(85.0));
         // 79 % is within the hysteresis: still high mode.
@@ -895,7 +892,7 @@ mod tests {
             Intent::Release
         );
 
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let base = baseline(4, 300);
         decide(&mut w, &mysql(), &base, Some(90.0));
         let ps = decide(&mut w, &mysql(), &base, Some(60.0));
@@ -908,7 +905,7 @@ mod tests {
 
     #[test]
     fn unknown_fill_holds_everything() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         assert_eq!(threads(&mut w, 40.0), 3);
         assert!(decide(&mut w, &mariadb(), &baseline(4, 127), None).is_empty());
         let mut s = signals(None);
@@ -927,7 +924,7 @@ mod tests {
 
     #[test]
     fn reset_forgets_the_level() {
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         assert_eq!(threads(&mut w, 40.0), 3);
         assert_eq!(threads(&mut w, 34.0), 3);
         w.reset();
@@ -938,7 +935,7 @@ mod tests {
     fn disabled_proposes_nothing() {
         let mut w = Watermark::new(WatermarkConfig {
             enabled: false,
-            ..cfg()
+            ..WatermarkConfig::default()
         });
         assert!(decide(&mut w, &mariadb(), &baseline(4, 127), Some(90.0)).is_empty());
     }
@@ -947,13 +944,13 @@ mod tests {
     fn bucket_count_from_config_or_baseline() {
         let mut w = Watermark::new(WatermarkConfig {
             max_purge_threads: 8,
-            ..cfg()
+            ..WatermarkConfig::default()
         });
         // 8 buckets of 7.5 points: 40 % is bucket 3 → 6 threads.
         assert_eq!(threads(&mut w, 40.0), 6);
         assert_eq!(threads(&mut w, 10.0), 8);
         // Neither known: no thread proposals, but high mode still works.
-        let mut w = Watermark::new(cfg());
+        let mut w = Watermark::new(WatermarkConfig::default());
         let base = KnobValues::from([(Knob::MaxPurgeLag, 0), (Knob::MaxPurgeLagDelay, 0)]);
         let ps = decide(&mut w, &mariadb(), &base, Some(40.0));
         assert!(find(&ps, Knob::PurgeThreads).is_none());
@@ -983,7 +980,7 @@ mod tests {
                 hysteresis_pct: h,
                 high_pct: low + h + extra,
                 high_batch_size: batch,
-                ..cfg()
+                ..WatermarkConfig::default()
             },
         )
     }

@@ -237,12 +237,6 @@ fn shown(dsn: &str) -> String {
     dsn.to_string()
 }
 
-/// A DSN as it may be shown (configuration dumps, messages): any password replaced by
-/// `***`, whether or not the DSN is valid.
-pub fn redact_dsn(dsn: &str) -> String {
-    shown(dsn)
-}
-
 /// A warning when the command line carries a password in `--dsn`: every local user can
 /// read a process's arguments (`ps`, `/proc/PID/cmdline`). `args` are the process's
 /// arguments; a DSN from INNOPILOT_DSN or the config file is not in them.
@@ -836,9 +830,9 @@ mod tests {
 
     #[test]
     fn shown_forms_hide_any_password() {
-        assert_eq!(redact_dsn("mysql://u:pw@h:1/"), "mysql://u:***@h:1/");
-        assert_eq!(redact_dsn("mysql://u:pw"), "mysql://u:***");
-        assert_eq!(redact_dsn("mysql://u@h/"), "mysql://u@h/");
+        assert_eq!(shown("mysql://u:pw@h:1/"), "mysql://u:***@h:1/");
+        assert_eq!(shown("mysql://u:pw"), "mysql://u:***");
+        assert_eq!(shown("mysql://u@h/"), "mysql://u@h/");
         let args = ["innopilot", "run", "--dsn", "mysql://u:pw@h/"];
         assert!(argv_password_warning(&args).is_some());
         assert!(argv_password_warning(&["x", "--dsn=mysql://u:pw@h/"]).is_some());

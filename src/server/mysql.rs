@@ -142,6 +142,23 @@ fn col(row: &MySqlRow, i: usize) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
+/// A knob's metadata row: name, value, then (MariaDB's SYSTEM_VARIABLES only) whether
+/// it is read-only, then its range where the server gives one.
+fn variable_meta(r: &MySqlRow, has_read_only: bool) -> Option<VariableMeta> {
+    let range = if has_read_only { 3 } else { 2 };
+    Some(VariableMeta {
+        name: col(r, 0)?,
+        value: col(r, 1),
+        read_only: if has_read_only {
+            col(r, 2).map(|v| v.eq_ignore_ascii_case("YES"))
+        } else {
+            None
+        },
+        min: col(r, range).and_then(|v| parse_u64(&v).ok()),
+        max: col(r, range + 1).and_then(|v| parse_u64(&v).ok()),
+    })
+}
+
 fn col_named(row: &MySqlRow, name: &str) -> Option<String> {
     use sqlx::Column;
     let idx = row.columns().iter().position(|c| c.name() == name)?;
@@ -379,18 +396,7 @@ impl LiveServer {
                         &sql,
                     )
                     .await?;
-                Ok(rows
-                    .iter()
-                    .filter_map(|r| {
-                        Some(VariableMeta {
-                            name: col(r, 0)?,
-                            value: col(r, 1),
-                            read_only: col(r, 2).map(|v| v.eq_ignore_ascii_case("YES")),
-                            min: col(r, 3).and_then(|v| parse_u64(&v).ok()),
-                            max: col(r, 4).and_then(|v| parse_u64(&v).ok()),
-                        })
-                    })
-                    .collect())
+                Ok(rows.iter().filter_map(|r| variable_meta(r, true)).collect())
             }
             Flavor::MySql => {
                 let with_range = format!(
@@ -413,15 +419,7 @@ impl LiveServer {
                 };
                 Ok(rows
                     .iter()
-                    .filter_map(|r| {
-                        Some(VariableMeta {
-                            name: col(r, 0)?,
-                            value: col(r, 1),
-                            read_only: None,
-                            min: col(r, 2).and_then(|v| parse_u64(&v).ok()),
-                            max: col(r, 3).and_then(|v| parse_u64(&v).ok()),
-                        })
-                    })
+                    .filter_map(|r| variable_meta(r, false))
                     .collect())
             }
         }
