@@ -895,7 +895,10 @@ def delta(samples, key):
 def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
     rows = [r for r in sb_rows if r["t"] > WARMUP_SKIP]
     tps = [r["tps"] for r in rows]
-    med = statistics.median(tps)
+    # The reference second: the median of the seconds in which anything completed. With
+    # the plain median, a run stalled for more than half its seconds has a median of 0
+    # and no second "below half of it" (seen in a smoke run of g).
+    med = statistics.median([x for x in tps if x > 0] or [0])
     n = len(tps)
     allh = None if any(h is None for h in hists.values()) else merge_hist(hists.values())
     m = dict(mean_tps=statistics.mean(tps), median_tps=med,
