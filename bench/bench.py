@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""innopilot real-server benchmark (issue 6).
+"""innopilot real-server benchmark (issues 6 and 13).
 
 Per scenario: one private MariaDB configuration, sysbench tables prepared once into a
 template datadir (slow shutdown, so it starts purged and clean), then every arm runs on a
@@ -52,22 +52,36 @@ THRESHOLD_DELAY_US = 10000  # innodb_max_purge_lag_delay = 10 ms
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "threshold", "watermark", "innopilot", "dryrun"]
-STATIC_ARMS = ["defaults", "purge1", "threshold"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "dryrun"]
+ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_redo", "dryrun"]
+STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_redo", "dryrun"]
+REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
     "defaults": "MariaDB defaults (innodb_purge_threads=4, no purge lag)",
     "purge1": "static innodb_purge_threads=1",
     "threshold": f"innodb_max_purge_lag={THRESHOLD_LAG}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us",
+    "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "watermark": "innopilot run, only [policy.watermark] enabled, as MariaDB 10.6.5 published it (20/80, no hysteresis, no DML delay)",
     "innopilot": "innopilot run, all default policies",
+    "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
 
+# The arms run by default in each new scenario: the full matrix (8 arms x 3 scenarios x 3
+# repetitions x >= 180 s) takes about 4 h, twice the 2 h budget, so each scenario runs the
+# arms that bear on its pathology (docs/benchmarks.md, "Budget"). `--arms all` runs all.
+DEFAULT_ARMS = {
+    "e_purge_behind": ["defaults", "threshold", "innopilot"],
+    "f_cold_view": ["defaults", "threshold", "watermark", "innopilot"],
+    "g_checkpoint_stall": ["defaults", "redo_static", "innopilot", "innopilot_redo"],
+}
 
-def scenarios(quick):
-    """Scenario definitions. Times are seconds from the start of sysbench."""
+MiB = 1 << 20
+
+
+def legacy_scenarios(quick):
+    """Scenarios a-d (issue 6): short runs, kept as a regression set (`--scenarios legacy`)."""
     if quick:
         return {
             "a_view_surge": dict(
@@ -91,7 +105,7 @@ def scenarios(quick):
             doc="flush-bound: 4x150k rows (~140 MiB) in a 64 MiB buffer pool, O_DIRECT, writes throttled to 24 MiB/s (cgroup v1 blkio)",
             bp="64M", redo="64M", tables=4, rows=150000, threads=4,
             test="oltp_update_non_index", duration=35, view=None, after=20,
-            throttle_write_bps=24 * 1024 * 1024,
+            blkio=dict(write_bps=24 * MiB),
         ),
         "d_open_loop": dict(
             doc="open loop at 70% of measured peak (sysbench --rate) with a read view; latency is the measure",
@@ -100,6 +114,91 @@ def scenarios(quick):
             rate_frac=0.7,
         ),
     }
+
+
+def new_scenarios():
+    """The issue-13 scenarios: each reproduces one seed's pathology and checks it in the
+    defaults arm (`pathology`, checked by `validity`). Times in seconds from load start."""
+    return {
+        "e_purge_behind": dict(
+            doc="purge falls behind for good (seed 000): 8 x 250k rows (~480 MiB) in a 128 MiB buffer pool, "
+                "oltp_update_index (purge must remove the old secondary-index entries) with uniformly random rows, "
+                "16 threads, closed loop, reads limited to 6000 IOPS "
+                "(cgroup v1 blkio); "
+                "a read view held from 10 s to 40 s pushes purge into the cold region first",
+            pathology="history grows by more than 1 k/s over the whole loaded run, and still grows after the view ends",
+            check="purge_behind", view_query="SELECT c FROM sbtest1 WHERE id = 1",
+            bp="128M", redo="96M", tables=8, rows=250000, threads=16,
+            test="oltp_update_index", duration=180, view=(10, 40), after=60,
+            blkio=dict(read_iops=6000), extra_sb=["--rand-type=uniform"], setup_s=15,
+            segments=[dict(start=0, dur=180, rate_frac=None, tag="load")],
+        ),
+        "f_cold_view": dict(
+            doc="long view with cold undo, then its release (seeds 000, 003): 4 x 100k hot rows and a 1.5 M-row "
+                "cold table in a 256 MiB buffer pool, oltp_update_non_index at 50 % of peak (--rate), a consistent "
+                "snapshot held from 30 s to 120 s while a report scans the cold table (innodb_old_blocks_time=0: "
+                "its pages displace the undo), reads limited to 1500 IOPS",
+            pathology="after the release the purge surge costs users: seconds below 0.7 x median, or p99 of the "
+                      "60 s after the release >= 2 x the p99 before the view",
+            check="cold_view", view_query="SELECT c FROM sbtest1 WHERE id = 1",
+            bp="256M", redo="96M", tables=4, rows=100000, threads=16, cold_rows=1500000,
+            test="oltp_update_non_index", duration=180, view=(30, 120), after=60,
+            scan_during_view="SELECT SUM(LENGTH(pad)) FROM cold", setup_s=12,
+            extra_server=["--innodb-old-blocks-time=0"],
+            blkio=dict(read_iops=1500),
+            rate_frac=0.5, peak_s=20,
+            segments=[dict(start=0, dur=30, rate_frac=0.5, tag="before"),
+                      dict(start=30, dur=90, rate_frac=0.5, tag="view"),
+                      dict(start=120, dur=60, rate_frac=0.5, tag="after")],
+        ),
+        "g_checkpoint_stall": dict(
+            doc="checkpoint stall (seed 001): 8 x 250k rows (~480 MiB, all hot) in a 1 GiB buffer pool, 128 MiB "
+                "redo on tmpfs (innodb_log_group_home_dir), data-page writes limited to 16 MiB/s (cgroup v1 blkio, "
+                "data device only); oltp_update_non_index (uniformly random rows: every page gets dirty) open loop at 40 % of peak, a closed-loop burst of 16 "
+                "threads from 50 s to 120 s on top, then 40 % again",
+            pathology="synchronous flushing (buffer_flush_sync_waits, Innodb_buffer_pool_wait_free, or checkpoint "
+                      "age at its maximum) with user-visible stalls (seconds below 0.5 x median)",
+            check="checkpoint_stall",
+            bp="1G", redo="128M", tables=8, rows=250000, threads=8,
+            test="oltp_update_non_index", duration=180, view=None, after=60,
+            blkio=dict(write_bps=16 * MiB), redo_tmpfs=True, extra_sb=["--rand-type=uniform"], setup_s=37,
+            rate_frac=0.4, peak_s=20,
+            segments=[dict(start=0, dur=180, rate_frac=0.4, tag="base"),
+                      dict(start=50, dur=70, rate_frac=None, threads=16, tag="burst")],
+        ),
+    }
+
+
+def scenarios(quick):
+    """quick: legacy a, shortened (CI). Otherwise the new scenarios and the legacy set;
+    main() picks the new ones unless --scenarios says otherwise."""
+    if quick:
+        return legacy_scenarios(True)
+    d = dict(new_scenarios())
+    d.update(legacy_scenarios(False))
+    return d
+
+
+def segments_of(sc):
+    """The load plan: one sysbench process per segment, started at `start` s from load start.
+    Legacy scenarios: one segment over the whole run (closed loop, or --rate for d)."""
+    return sc.get("segments") or [dict(start=0, dur=sc["duration"], rate_frac=sc.get("rate_frac"), tag="load")]
+
+
+def scale_times(sc, duration):
+    """--duration: the same scenario squeezed into `duration` seconds (smoke runs only)."""
+    f = duration / sc["duration"]
+    r = lambda x: max(1, int(round(x * f)))
+    sc = dict(sc, duration=duration, after=r(sc["after"]))
+    if sc.get("view"):
+        sc["view"] = (r(sc["view"][0]), r(sc["view"][1]))
+    if sc.get("segments"):
+        segs = []
+        for g in sc["segments"]:
+            st = int(round(g["start"] * f))
+            segs.append(dict(g, start=st, dur=max(1, int(round((g["start"] + g["dur"]) * f)) - st)))
+        sc["segments"] = segs
+    return sc
 
 
 WARMUP_SKIP = 2  # first seconds of sysbench output left out of TPS/latency statistics
@@ -154,7 +253,7 @@ def pct(xs, q):
 # The private server
 
 class Server:
-    def __init__(self, base, name, sc, arm_args, throttle=False):
+    def __init__(self, base, name, sc, arm_args, throttle=False, log_dir=None):
         self.dir = os.path.join(base, name)
         self.datadir = os.path.join(self.dir, "data")
         self.tmpdir = os.path.join(self.dir, "tmp")
@@ -164,6 +263,7 @@ class Server:
         self.sc = sc
         self.arm_args = arm_args
         self.throttle = throttle
+        self.log_dir = log_dir  # redo on tmpfs (innodb_log_group_home_dir), or None: in the datadir
         self.proc = None
 
     def args(self):
@@ -175,8 +275,10 @@ class Server:
             "--bind-address=127.0.0.1", f"--pid-file={self.dir}/mysqld.pid",
             f"--log-error={self.errlog}", f"--tmpdir={self.tmpdir}",
             f"--innodb-buffer-pool-size={self.sc['bp']}", f"--innodb-log-file-size={self.sc['redo']}",
-        ] + COMMON_SERVER_ARGS + self.arm_args
-        return a
+        ] + COMMON_SERVER_ARGS + list(self.sc.get("extra_server", []))
+        if self.log_dir:
+            a.append(f"--innodb-log-group-home-dir={self.log_dir}")
+        return a + self.arm_args
 
     def start(self):
         os.makedirs(self.tmpdir, exist_ok=True)
@@ -253,6 +355,15 @@ def install_template(base, sc_name, sc):
                            capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"sysbench prepare failed: {r.stdout[-1000:]} {r.stderr[-1000:]}")
+        if sc.get("cold_rows"):
+            # A large table the load never touches: the report scanned while the view is held.
+            srv.sql("CREATE TABLE cold (id INT NOT NULL PRIMARY KEY, pad CHAR(200) NOT NULL) ENGINE=InnoDB",
+                    db="sbtest")
+            step = 250000
+            for lo in range(1, sc["cold_rows"] + 1, step):
+                hi = min(sc["cold_rows"], lo + step - 1)
+                srv.sql(f"INSERT INTO cold SELECT seq, REPEAT('x', 200) FROM seq_{lo}_to_{hi}", db="sbtest",
+                        timeout=900)
     finally:
         srv.stop(clean=True)
     return srv.datadir
@@ -263,7 +374,8 @@ def sysbench_cmd(srv, sc, action, threads=None, duration=None, rate=None):
          "--mysql-user=root", "--mysql-db=sbtest", f"--tables={sc['tables']}",
          f"--table-size={sc['rows']}", f"--threads={threads or sc['threads']}"]
     if action == "run":
-        c += [f"--time={duration}", "--report-interval=1", "--percentile=99", "--db-ps-mode=auto"]
+        c += [f"--time={duration}", "--report-interval=1", "--percentile=99", "--db-ps-mode=auto",
+              "--histogram=on"]
         c += sc.get("extra_sb", [])
         if rate:
             c.append(f"--rate={rate}")
@@ -271,6 +383,46 @@ def sysbench_cmd(srv, sc, action, threads=None, duration=None, rate=None):
 
 
 SB_LINE = re.compile(r"\[\s*(\d+)s\s*\].*?tps:\s*([\d.]+).*?lat \(ms,99%\):\s*([\d.]+)(?:.*?queue length:\s*(\d+))?")
+
+
+HIST_LINE = re.compile(r"^\s*([\d.]+)\s*\|\**\s*(\d+)\s*$")
+
+
+def parse_histogram(text):
+    """sysbench --histogram=on: (latency ms, count) buckets of every request of the run."""
+    out, on = [], False
+    for line in text.splitlines():
+        if line.startswith("Latency histogram"):
+            on = True
+            continue
+        if on:
+            m = HIST_LINE.match(line)
+            if m:
+                out.append((float(m.group(1)), int(m.group(2))))
+            elif out and line.strip() == "":
+                break
+    return out
+
+
+def hist_pct(hist, q):
+    """The q-th percentile (0-100) of a histogram's requests: the bucket holding it."""
+    total = sum(c for _, c in hist)
+    if not total:
+        return None
+    need, acc = total * q / 100.0, 0
+    for v, c in sorted(hist):
+        acc += c
+        if acc >= need:
+            return v
+    return sorted(hist)[-1][0]
+
+
+def merge_hist(hists):
+    d = {}
+    for h in hists:
+        for v, c in h:
+            d[v] = d.get(v, 0) + c
+    return sorted(d.items())
 
 
 def parse_sysbench(text):
@@ -284,18 +436,49 @@ def parse_sysbench(text):
 
 
 # ----------------------------------------------------------------------------------------
-# blkio throttle (scenario c)
+# blkio throttle (scenarios c, e, f, g) and the redo tmpfs (g)
 
-def blkio_setup(write_bps):
+BLKIO_FILES = {"read_bps": "blkio.throttle.read_bps_device", "read_iops": "blkio.throttle.read_iops_device",
+               "write_bps": "blkio.throttle.write_bps_device", "write_iops": "blkio.throttle.write_iops_device"}
+
+
+def blkio_setup(limits):
+    """One child group with the scenario's limits on the disk under the work directory.
+    Only mariadbd joins it (Server.start), so sysbench, the client and innopilot are free."""
     g = os.path.join(BLKIO_ROOT, BLKIO_GROUP)
     if not os.path.isdir(BLKIO_ROOT):
         raise RuntimeError(f"{BLKIO_ROOT} missing: cgroup v1 blkio not available")
+    if os.geteuid() != 0:
+        raise RuntimeError("the blkio throttle needs root")
+    atexit.register(blkio_remove)
     os.makedirs(g, exist_ok=True)
     dev = blkio_device()
-    with open(os.path.join(g, "blkio.throttle.write_bps_device"), "w") as f:
-        f.write(f"{dev} {write_bps}\n")
-    atexit.register(blkio_remove)
+    for k, v in limits.items():
+        with open(os.path.join(g, BLKIO_FILES[k]), "w") as f:
+            f.write(f"{dev} {v}\n")
+        with open(os.path.join(g, BLKIO_FILES[k])) as f:
+            got = f.read().strip()
+        if f"{dev} {v}" not in got:
+            raise RuntimeError(f"blkio {k}: wrote '{dev} {v}', reads back '{got}'")
     return dev
+
+
+def tmpfs_mount(path, size="6g"):
+    os.makedirs(path, exist_ok=True)
+    atexit.register(tmpfs_umount, path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", path], check=True)
+    with open("/proc/mounts") as f:
+        if not any(l.split()[1] == path and l.split()[2] == "tmpfs" for l in f):
+            raise RuntimeError(f"tmpfs not mounted at {path}")
+
+
+def tmpfs_umount(path):
+    with open("/proc/mounts") as f:
+        mounted = any(l.split()[1] == path for l in f)
+    if mounted:
+        r = subprocess.run(["umount", path], capture_output=True, text=True)
+        if r.returncode:
+            log(f"!! umount {path} failed: {r.stderr.strip()}")
 
 
 def blkio_device():
@@ -319,17 +502,25 @@ def blkio_remove():
                 return
             except OSError:
                 time.sleep(0.2)
+        log(f"!! could not remove {g} (processes still in it?)")
 
 
 # ----------------------------------------------------------------------------------------
 # innopilot
 
-def innopilot_config(path, arm, audit, state, http_port):
+def innopilot_config(path, arm, audit, state, http_port, sc=None):
     lines = [
         "[control]", f'state_file = "{state}"', "",
         "[audit]", f'path = "{audit}"', "",
         "[http]", "enabled = true", f'listen = "127.0.0.1:{http_port}"', "",
     ]
+    if arm == "innopilot_redo":
+        # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
+        # redo_resize on; everything else the shipped defaults. The floor is the
+        # scenario's own redo, so innopilot never shrinks below what the DBA configured.
+        lines += ["[knobs.innodb_log_file_size]", "manage = true",
+                  f"min = {size_bytes(sc['redo']) if sc else 67108864}", "",
+                  "[policy.flush]", "redo_resize = true", ""]
     if arm == "watermark":
         # MariaDB 10.6.5's adaptive purge as published, the same settings as the
         # simulator's mariadb1065_adaptive peer (src/sim/peers.rs, watermark_only_config):
@@ -348,6 +539,12 @@ def innopilot_config(path, arm, audit, state, http_port):
                   "[policy.undo]", "enabled = false", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
+
+
+def size_bytes(s):
+    s = str(s).strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "KMG" else s) * mult)
 
 
 def proc_cpu_ticks(pid):
@@ -375,59 +572,88 @@ def proc_status(pid, key):
 
 STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
-               "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free"]
-KNOB_SQL = ("SELECT @@innodb_purge_threads, @@innodb_max_purge_lag, @@innodb_max_purge_lag_delay, "
-            "@@innodb_io_capacity, @@innodb_io_capacity_max")
+               "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
+               "Innodb_buffer_pool_reads"]
+KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
+# One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
+# counter (INNODB_METRICS buffer_flush_sync_waits, enabled at server start; the row is
+# absent on a server without it, and the column stays empty).
+SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
+              "SELECT 'knobs', CONCAT_WS(',', @@innodb_purge_threads, @@innodb_max_purge_lag, "
+              "@@innodb_max_purge_lag_delay, @@innodb_io_capacity, @@innodb_io_capacity_max, "
+              "@@innodb_log_file_size); "
+              "SELECT 'sync_waits', `COUNT` FROM information_schema.INNODB_METRICS "
+              "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1").format(
+                  ",".join(f"'{v}'" for v in STATUS_VARS))
 
 
 def sample_once(srv):
-    q = ("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ",".join(f"'{v}'" for v in STATUS_VARS) + "); "
-         + KNOB_SQL)
-    out = srv.sql(q, check=False, timeout=5)
+    out = srv.sql(SAMPLE_SQL, check=False, timeout=5)
     if out is None:
         return None
     d = {}
-    lines = out.strip().splitlines()
-    for line in lines[:-1]:
+    for line in out.strip().splitlines():
         k, _, v = line.partition("\t")
+        if k == "knobs":
+            vals = v.split(",")
+            if len(vals) == len(KNOB_NAMES):
+                for kn, x in zip(KNOB_NAMES, vals):
+                    d[kn] = int(x)
+            continue
         try:
             d[k] = int(v)
         except ValueError:
             pass
-    knobs = lines[-1].split("\t") if lines else []
-    if len(knobs) == 5:
-        for k, v in zip(["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max"], knobs):
-            d[k] = int(v)
     return d
 
 
-def arm_server_args(arm):
+def arm_server_args(arm, sc):
     if arm == "purge1":
         return ["--innodb-purge-threads=1"]
     if arm == "threshold":
         return [f"--innodb-max-purge-lag={THRESHOLD_LAG}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
+    if arm == "redo_static":
+        return [f"--innodb-log-file-size={REDO_STATIC_FACTOR * size_bytes(sc['redo'])}"]
     return []
 
 
-def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, rate=None, duration=None):
+def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=None, duration=None,
+            segments=None, log_dir_root=None):
+    """One arm, one repetition, on a fresh copy of the template. `segments` overrides the
+    scenario's load plan (the peak measurement); `peak` turns rate fractions into --rate."""
     name = f"{sc_name}-{arm}-r{rep}"
     duration = duration or sc["duration"]
-    srv = Server(base, name, sc, arm_server_args(arm), throttle=bool(sc.get("throttle_write_bps")))
+    segments = segments or segments_of(sc)
+    log_dir = os.path.join(log_dir_root, name) if log_dir_root else None
+    srv = Server(base, name, sc, arm_server_args(arm, sc), throttle=bool(sc.get("blkio")), log_dir=log_dir)
     os.makedirs(srv.dir, exist_ok=True)
     subprocess.run(["cp", "-a", template, srv.datadir], check=True)
+    if log_dir:
+        # redo on tmpfs: the template's (clean) log file moves there
+        os.makedirs(log_dir)
+        for fn in os.listdir(srv.datadir):
+            if fn.startswith("ib_logfile"):
+                shutil.move(os.path.join(srv.datadir, fn), os.path.join(log_dir, fn))
     ip = None
-    view_proc = None
+    view_proc = scan_proc = None
+    sbs = []
     try:
         srv.start()
-        # warm the buffer pool identically for every arm (primary keys of every table)
+        if log_dir:
+            got = (srv.sql("SELECT @@innodb_log_group_home_dir") or "").strip()
+            if got.rstrip("/") != log_dir.rstrip("/"):
+                raise RuntimeError(f"redo not on tmpfs: innodb_log_group_home_dir = {got}")
+        srv.sql("SET GLOBAL innodb_monitor_enable = 'buffer_flush_sync_waits'", check=False)
+        # warm the buffer pool identically for every arm: the clustered index of every
+        # table (SUM(k) alone reads only the secondary index k_1, which covers it)
         for i in range(1, sc["tables"] + 1):
-            srv.sql(f"SELECT SUM(k) FROM sbtest{i}", db="sbtest", check=False, timeout=120)
+            srv.sql(f"SELECT SUM(LENGTH(c)) FROM sbtest{i} FORCE INDEX (PRIMARY)", db="sbtest", timeout=300)
         audit = os.path.join(srv.dir, "audit.jsonl")
         http_port = None
         if arm in INNOPILOT_ARMS:
             cfg = os.path.join(srv.dir, "innopilot.toml")
             http_port = free_port()
-            innopilot_config(cfg, arm, audit, os.path.join(srv.dir, "state.json"), http_port)
+            innopilot_config(cfg, arm, audit, os.path.join(srv.dir, "state.json"), http_port, sc)
             cmd = [innopilot_bin, "run", "--config", cfg, "--dsn", f"mysql://root@localhost/?socket={srv.sock}",
                    "--audit", audit, "--state-file", os.path.join(srv.dir, "state.json")]
             if arm == "dryrun":
@@ -439,34 +665,74 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, rate=N
                 raise RuntimeError(f"innopilot exited {ip.returncode}: "
                                    + open(os.path.join(srv.dir, 'innopilot.stderr')).read()[-2000:])
         samples = []
-        sb_out = []
         t0 = time.time()
-        sb = subprocess.Popen(sysbench_cmd(srv, sc, "run", duration=duration, rate=rate),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        reader = threading.Thread(target=lambda: sb_out.extend(sb.stdout), daemon=True)
-        reader.start()
+        pending = sorted(segments, key=lambda g: g["start"])
         ip_ticks0 = proc_cpu_ticks(ip.pid) if ip else None
         view = sc.get("view")
         view_open = view_closed = None
         tick = 0
-        while sb.poll() is None:
+
+        def launch_due(el):
+            while pending and pending[0]["start"] <= el + 0.05:
+                g = pending.pop(0)
+                rate = None
+                if g.get("rate_frac"):
+                    if not peak:
+                        raise RuntimeError(f"segment {g['tag']} needs the peak rate")
+                    rate = max(1, int(peak * g["rate_frac"]))
+                out = []
+                p = subprocess.Popen(sysbench_cmd(srv, sc, "run", threads=g.get("threads"), duration=g["dur"],
+                                                  rate=rate), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+                th = threading.Thread(target=lambda p=p, out=out: out.extend(p.stdout), daemon=True)
+                th.start()
+                sbs.append(dict(seg=g, proc=p, out=out, thread=th, offset=time.time() - t0, rate=rate))
+
+        launch_due(0)
+        while pending or any(x["proc"].poll() is None for x in sbs):
             tick += 1
             target = t0 + tick
             now = time.time()
             if target > now:
                 time.sleep(target - now)
             el = time.time() - t0
+            launch_due(el)
+            if el > duration + 60 and any(x["proc"].poll() is None for x in sbs):
+                # an open loop drains its backlog after its --time: bounded, and said
+                log(f"!! {name}: sysbench still running {el - duration:.0f} s after the planned end; killed")
+                for x in sbs:
+                    if x["proc"].poll() is None:
+                        x["proc"].kill()
             if view and view_proc is None and el >= view[0]:
                 view_proc = subprocess.Popen(
                     [which("mariadb"), "--no-defaults", "-uroot", f"--socket={srv.sock}", "sbtest"],
                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
-                view_proc.stdin.write("START TRANSACTION WITH CONSISTENT SNAPSHOT;\nSELECT COUNT(*) FROM sbtest1;\n")
+                # legacy: a COUNT(*) inside the view; the new scenarios one point select (a
+                # COUNT(*) under a read throttle can outlast the view window)
+                q = sc.get("view_query", "SELECT COUNT(*) FROM sbtest1")
+                view_proc.stdin.write(f"START TRANSACTION WITH CONSISTENT SNAPSHOT;\n{q};\n")
                 view_proc.stdin.flush()
                 view_open = el
+            if (view and sc.get("scan_during_view") and view_open is not None and view_closed is None
+                    and el < view[1] and (scan_proc is None or scan_proc.poll() is not None)):
+                # the report: scans the cold table, again and again, while the view is held
+                scan_proc = subprocess.Popen(
+                    [which("mariadb"), "--no-defaults", "-uroot", f"--socket={srv.sock}", "-N", "-B", "-e",
+                     sc["scan_during_view"], "sbtest"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if view and view_proc is not None and view_closed is None and el >= view[1]:
+                if scan_proc is not None and scan_proc.poll() is None:
+                    scan_proc.kill()
+                    scan_proc.wait()
                 view_proc.stdin.write("COMMIT;\n")
                 view_proc.stdin.close()
-                view_proc.wait(timeout=30)
+                try:
+                    view_proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    # still inside its query: disconnecting ends the transaction as well
+                    log(f"!! {name}: the view's client did not finish within 30 s of COMMIT; killed")
+                    view_proc.kill()
+                    view_proc.wait()
                 view_closed = el
             s = sample_once(srv) or {}
             s["t"] = round(time.time() - t0, 2)
@@ -474,10 +740,12 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, rate=N
                 s["ip_ticks"] = proc_cpu_ticks(ip.pid)
                 s["ip_rss_kb"] = proc_status(ip.pid, "VmRSS")
             samples.append(s)
-        reader.join(timeout=10)
+        for x in sbs:
+            x["thread"].join(timeout=10)
         wall = time.time() - t0
-        res = dict(scenario=sc_name, arm=arm, rep=rep, duration=duration, rate=rate,
-                   view_open=view_open, view_closed=view_closed, wall=wall)
+        res = dict(scenario=sc_name, arm=arm, rep=rep, duration=duration,
+                   rate=",".join(str(x["rate"]) for x in sbs if x["rate"]) or None,
+                   view_open=view_open, view_closed=view_closed, wall=wall, overflow=0)
         if ip:
             t1 = proc_cpu_ticks(ip.pid)
             res["ip_cpu_pct"] = (t1 - ip_ticks0) / CLK_TCK / wall * 100 if t1 is not None and ip_ticks0 is not None else None
@@ -495,43 +763,105 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, rate=N
                 ip.kill()
             res["ip_exit"] = ip.returncode
             ip = None
-            sets = 0
-            decisions = 0
-            try:
-                with open(audit) as f:
-                    for line in f:
-                        try:
-                            r = json.loads(line)
-                        except ValueError:
-                            continue
-                        if r.get("event") == "decision":
-                            decisions += 1
-                            if r.get("applied"):
-                                sets += 1
-            except OSError:
-                pass
-            res["ip_sets"] = sets
-            res["ip_decisions"] = decisions
+            res.update(read_audit(audit, t0))
             shutil.copy(audit, os.path.join(outdir, f"{name}.audit.jsonl")) if os.path.exists(audit) else None
-        sb_rows = parse_sysbench("".join(sb_out))
-        if not sb_rows:
-            raise RuntimeError("no sysbench output:\n" + "".join(sb_out)[-2000:])
+        # per-second rows of every segment on one time axis; histograms merged
+        seg_rows, hists = [], {}
+        for x in sbs:
+            text = "".join(x["out"])
+            tag = x["seg"]["tag"]
+            rows = parse_sysbench(text)
+            h = parse_histogram(text)
+            if x["proc"].returncode != 0 or not h:
+                # An open loop whose server stalls long enough fills sysbench's event queue
+                # and sysbench gives up without its summary: a measurement (the stall), not
+                # a harness failure. Kept, flagged, loud; the latency percentiles of that
+                # segment are then unknown (n/r), not made up.
+                open_loop = x["rate"] is not None
+                if not rows or not open_loop:
+                    raise RuntimeError(f"sysbench ({tag}) exited {x['proc'].returncode}:\n{text[-2000:]}")
+                log(f"!! {name}: sysbench ({tag}, open loop) exited {x['proc'].returncode} without a histogram "
+                    f"(queue overflow: {'queue length: ' in text}); the run is kept, its latency is unknown")
+                res["sb_overflow"] = (res.get("sb_overflow") + "," if res.get("sb_overflow") else "") + tag
+                res["overflow"] = 1
+                hists[tag] = None
+            elif hists.get(tag, []) is not None:
+                hists[tag] = merge_hist([hists.get(tag, []), h])
+            seg_rows.append((x["offset"], rows))
+        sb_rows = merge_rows(seg_rows)
         write_csv(os.path.join(outdir, f"{name}.csv"), sb_rows, samples)
-        res.update(metrics(sc, sb_rows, samples, view_closed))
+        res.update(metrics(sc, sb_rows, samples, view_open, view_closed, hists, res.get("ip_first_set_s")))
         return res, sb_rows, samples
     finally:
+        for x in sbs:
+            if x["proc"].poll() is None:
+                x["proc"].kill()
         if ip and ip.poll() is None:
             ip.kill()
-        if view_proc and view_proc.poll() is None:
-            view_proc.kill()
+        for p in (view_proc, scan_proc):
+            if p and p.poll() is None:
+                p.kill()
         srv.stop()
         shutil.rmtree(srv.dir, ignore_errors=True)
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def read_audit(audit, t0):
+    """Applied SETs, decisions, and when the first SET was applied (s from load start)."""
+    sets = decisions = 0
+    first = None
+    try:
+        with open(audit) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("event") == "decision":
+                    decisions += 1
+                    if r.get("applied"):
+                        sets += 1
+                        if first is None:
+                            first = audit_time(r)
+    except OSError:
+        pass
+    return dict(ip_sets=sets, ip_decisions=decisions,
+                ip_first_set_s=None if first is None else round(first - t0, 1))
+
+
+def audit_time(r):
+    for k in ("ts", "time", "timestamp", "at"):
+        v = r.get(k)
+        if isinstance(v, (int, float)):
+            return v / 1000.0 if v > 1e11 else float(v)
+        if isinstance(v, str):
+            try:
+                return dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                pass
+    return None
+
+
+def merge_rows(seg_rows):
+    """sysbench's per-second rows of concurrent or consecutive segments on one axis: a
+    segment started `offset` s after load start reports its second t at offset + t."""
+    by = {}
+    for off, rows in seg_rows:
+        for r in rows:
+            t = int(round(off)) + r["t"]
+            m = by.setdefault(t, dict(t=t, tps=0.0, p99=0.0, queue=0))
+            m["tps"] += r["tps"]
+            m["p99"] = max(m["p99"], r["p99"])
+            m["queue"] += r["queue"]
+    return [by[t] for t in sorted(by)]
 
 
 def write_csv(path, sb_rows, samples):
     cols = ["t", "tps", "p99_ms", "queue", "history", "redo_fill_pct", "dirty_pct", "purge_threads",
-            "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "pages_flushed",
-            "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits"]
+            "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
+            "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
+            "sync_flush_waits"]
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -542,8 +872,9 @@ def write_csv(path, sb_rows, samples):
             w.writerow([t, r.get("tps"), r.get("p99"), r.get("queue"), s.get("Innodb_history_list_length"),
                         fill(s), dirty(s), s.get("purge_threads"), s.get("max_purge_lag"),
                         s.get("purge_lag_delay"), s.get("io_capacity"), s.get("io_capacity_max"),
-                        s.get("Innodb_buffer_pool_pages_flushed"), s.get("ip_ticks"), s.get("ip_rss_kb"),
-                        s.get("Innodb_buffer_pool_wait_free")])
+                        s.get("log_file_size"), s.get("Innodb_buffer_pool_pages_flushed"),
+                        s.get("Innodb_buffer_pool_reads"), s.get("ip_ticks"), s.get("ip_rss_kb"),
+                        s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits")])
 
 
 def fill(s):
@@ -556,21 +887,55 @@ def dirty(s):
     return round(100.0 * a / m, 2) if a is not None and m else None
 
 
-def metrics(sc, sb_rows, samples, view_closed):
+def delta(samples, key):
+    v = [s.get(key) for s in samples if s.get(key) is not None]
+    return v[-1] - v[0] if len(v) >= 2 else None
+
+
+def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
     rows = [r for r in sb_rows if r["t"] > WARMUP_SKIP]
     tps = [r["tps"] for r in rows]
-    med = statistics.median(tps)
+    # The reference second: the median of the seconds in which anything completed. With
+    # the plain median, a run stalled for more than half its seconds has a median of 0
+    # and no second "below half of it" (seen in a smoke run of g).
+    med = statistics.median([x for x in tps if x > 0] or [0])
+    n = len(tps)
+    allh = None if any(h is None for h in hists.values()) else merge_hist(hists.values())
     m = dict(mean_tps=statistics.mean(tps), median_tps=med,
              worst_ratio=min(tps) / med if med else None,
+             below05_pct=100.0 * sum(1 for x in tps if x < 0.5 * med) / n,
+             below07_pct=100.0 * sum(1 for x in tps if x < 0.7 * med) / n,
+             stall_s=sum(1 for x in tps if x < 0.5 * med),
+             zero_s=sum(1 for x in tps if x == 0),
+             p99_ms=hist_pct(allh, 99) if allh else None, p999_ms=hist_pct(allh, 99.9) if allh else None,
              p99_of_p99=pct([r["p99"] for r in rows], 99))
+    if hists.get("before"):
+        m["p99_before_ms"] = hist_pct(hists["before"], 99)
+    if hists.get("after"):
+        m["p99_after_ms"] = hist_pct(hists["after"], 99)
     if view_closed is not None:
         after = [r["tps"] for r in rows if view_closed < r["t"] <= view_closed + sc["after"]]
         m["after_view_ratio"] = statistics.mean(after) / med if after and med else None
+        m["after_below07_s"] = sum(1 for x in after if x < 0.7 * med)
+        m["after_below05_s"] = sum(1 for x in after if x < 0.5 * med)
     hist = [(i + 1, s.get("Innodb_history_list_length")) for i, s in enumerate(samples)
             if s.get("Innodb_history_list_length") is not None]
     if hist:
         peak = max(h for _, h in hist)
         m["peak_history"] = peak
+        m["end_debt"] = hist[-1][1]
+        (ta, ha), (tb, hb) = hist[0], hist[-1]
+        m["hist_slope"] = (hb - ha) / (tb - ta) if tb > ta else None
+        # after the view (or over the second half without one): does history still grow?
+        t_from = round(view_closed) + 5 if view_closed is not None else tb // 2
+        late = [(t, h) for t, h in hist if t >= t_from]
+        if len(late) >= 10:
+            m["hist_slope_late"] = (late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
+        if first_set_s is not None:
+            # innopilot's target: history stops growing within 60 s of its first SET
+            act = [(t, h) for t, h in hist if t >= first_set_s + 60]
+            if len(act) >= 10:
+                m["hist_slope_after_act"] = (act[-1][1] - act[0][1]) / (act[-1][0] - act[0][0])
         if view_closed is not None:
             vc = round(view_closed)  # sample index at which the view was released
             drained = [t for t, h in hist if t > vc and h <= 0.1 * peak]
@@ -580,30 +945,79 @@ def metrics(sc, sb_rows, samples, view_closed):
     fills = [fill(s) for s in samples if fill(s) is not None]
     if fills:
         m["max_fill_pct"] = max(fills)
+        m["mean_fill_pct"] = statistics.mean(fills)
         m["secs_at_max_age"] = sum(1 for x in fills if x >= 95.0)
-    # Users waiting for a free buffer-pool page (LRU flushing behind), per second of run.
-    waits = [s.get("Innodb_buffer_pool_wait_free") for s in samples
-             if s.get("Innodb_buffer_pool_wait_free") is not None]
-    if len(waits) >= 2:
-        m["free_waits_per_s"] = (waits[-1] - waits[0]) / (len(waits) - 1)
+    # Users waiting for a free buffer-pool page (LRU flushing behind), and InnoDB's own
+    # count of synchronous (checkpoint) flush waits, over the run.
+    m["free_waits"] = delta(samples, "Innodb_buffer_pool_wait_free")
+    m["sync_waits"] = delta(samples, "sync_waits")
     return m
+
+
+# ----------------------------------------------------------------------------------------
+# Validity (the pathology, in the defaults arm) and targets (the innopilot arm)
+
+def validity(summ, sc_name, sc):
+    """(valid, reason) from the defaults arm's runs; None when the scenario has no check."""
+    chk = sc.get("check")
+    if not chk:
+        return None
+    d = summ.get(sc_name, {}).get("defaults")
+    if not d:
+        return dict(valid=False, reason="no defaults arm in this run: the pathology cannot be checked")
+    med = lambda k: d.get(k, {}).get("median")
+    if chk == "purge_behind":
+        s, late = med("hist_slope"), med("hist_slope_late")
+        ok = s is not None and s > 1000 and late is not None and late > 0
+        why = f"history slope {fmt(s)}/s over the run (needs > 1000), {fmt(late)}/s after the view (needs > 0)"
+    elif chk == "cold_view":
+        b7, p_a, p_b = med("after_below07_s"), med("p99_after_ms"), med("p99_before_ms")
+        up = p_a / p_b if p_a and p_b else None
+        ok = (b7 is not None and b7 >= 2) or (up is not None and up >= 2)
+        why = (f"{fmt(b7)} s below 0.7 x median in the {sc['after']} s after the release (needs >= 2), "
+               f"p99 after / before {fmt(up, '{:.2f}')} (needs >= 2)")
+    elif chk == "checkpoint_stall":
+        sw, fw, mx, st = med("sync_waits"), med("free_waits"), med("secs_at_max_age"), med("stall_s")
+        sync = (sw or 0) > 0 or (fw or 0) > 0 or (mx or 0) >= 1
+        ok = sync and st is not None and st >= 2
+        why = (f"sync flush waits {fmt(sw)}, free-page waits {fmt(fw)}, {fmt(mx)} s at the maximum checkpoint "
+               f"age (one needed), {fmt(st)} s below 0.5 x median (needs >= 2)")
+    else:
+        raise RuntimeError(f"unknown check {chk}")
+    return dict(valid=bool(ok), reason=why)
+
+
+def fmt(v, f="{:.0f}"):
+    return "n/a" if v is None else f.format(v)
 
 
 # ----------------------------------------------------------------------------------------
 # Summaries, targets, plots
 
-EXTRA_KEYS = ["drain_censored_s", "median_tps"]
+EXTRA_KEYS = ["drain_censored_s", "median_tps", "p99_before_ms", "after_below05_s", "hist_slope_after_act",
+              "ip_first_set_s", "worst_ratio", "p99_of_p99", "stall_s"]
 
 METRIC_COLS = [
     ("mean_tps", "mean TPS", "{:.0f}"),
-    ("worst_ratio", "worst 1s/median", "{:.2f}"),
+    ("below05_pct", "% s < 0.5×med", "{:.1f}"),
+    ("below07_pct", "% s < 0.7×med", "{:.1f}"),
+    ("zero_s", "s at 0 TPS", "{:.0f}"),
+    ("p99_ms", "p99 ms", "{:.2f}"),
+    ("p999_ms", "p99.9 ms", "{:.2f}"),
     ("after_view_ratio", "after-view/median", "{:.2f}"),
-    ("p99_of_p99", "p99 of p99 ms", "{:.2f}"),
+    ("after_below07_s", "s < 0.7×med after view", "{:.0f}"),
+    ("p99_after_ms", "p99 60 s after view ms", "{:.2f}"),
+    ("overflow", "open-loop queue overflowed (runs)", "{:.0f}"),
+    ("sync_waits", "sync flush waits", "{:.0f}"),
+    ("free_waits", "free-page waits", "{:.0f}"),
+    ("hist_slope", "history slope /s", "{:.0f}"),
+    ("hist_slope_late", "slope late /s", "{:.0f}"),
+    ("end_debt", "history at end", "{:.0f}"),
     ("peak_history", "peak history", "{:.0f}"),
     ("drain_s", "drain to 10% s", "{:.0f}"),
+    ("mean_fill_pct", "mean redo fill %", "{:.0f}"),
     ("max_fill_pct", "max redo fill %", "{:.0f}"),
     ("secs_at_max_age", "s at max age", "{:.0f}"),
-    ("free_waits_per_s", "free-page waits/s", "{:.0f}"),
     ("ip_cpu_pct", "innopilot CPU %", "{:.2f}"),
     ("ip_rss_mib", "RSS MiB", "{:.1f}"),
     ("ip_sets", "SETs", "{:.0f}"),
@@ -659,28 +1073,103 @@ def table_md(summ, sc):
 
 
 def check_targets(summ, sc_name, sc):
-    """The issue's targets for the innopilot arm; returns a list of (target, value, ok)."""
+    """The innopilot arm's targets: issue 15's for the new scenarios (by `check`), issue 6's
+    for the legacy ones. A list of {target, value, met}; met is None when not measurable
+    in this run (an arm it compares with is missing)."""
     s = summ[sc_name]
     if "innopilot" not in s:
         return []
-    ip = s["innopilot"]
     med = lambda arm, k: s.get(arm, {}).get(k, {}).get("median")
     out = []
 
     def add(name, val, ok):
         out.append(dict(target=name, value=val, met=ok))
 
+    def ratio(k, base_arm="defaults"):
+        v, d = med("innopilot", k), med(base_arm, k)
+        return None if v is None or d is None or d == 0 else v / d
+
+    chk = sc.get("check")
+    if not chk:
+        legacy_targets(s, sc, med, add)
+        return out
+    if chk == "purge_behind":
+        v = med("innopilot", "hist_slope_after_act")
+        add("history stops growing within 60 s of innopilot acting (slope from then on <= 0 /s)", v,
+            None if v is None else v <= 0)
+        budget = 500000  # [policy.purge_rate] budget_records, the shipped default
+        v = med("innopilot", "end_debt")
+        d = med("defaults", "hist_slope_late")
+        add(f"history back under budget ({budget}) at the end, where the defaults' keeps growing", v,
+            None if v is None else (v <= budget and (d is None or d > 0)))
+        r = ratio("mean_tps")
+        add("mean TPS >= 0.9 x defaults", r, None if r is None else r >= 0.9)
+        v = s["innopilot"]["below05_pct"]["max"]
+        add("no second below 0.5 x median (every repetition)", v, None if v is None else v == 0)
+    elif chk == "cold_view":
+        v = s["innopilot"].get("after_below07_s", {}).get("max")
+        add("after the release, no second below 0.7 x median (every repetition)", v, None if v is None else v == 0)
+        r = ratio("p99_after_ms")
+        add("p99 of the 60 s after the release <= 0.8 x defaults", r, None if r is None else r <= 0.8)
+        v, d = med("innopilot", "drain_s"), med("defaults", "drain_s")
+        if v is None:
+            v = med("innopilot", "drain_censored_s")
+        if d is None:
+            d = med("defaults", "drain_censored_s")
+        r = None if v is None or d is None else v / max(d, 1)
+        add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
+    elif chk == "checkpoint_stall":
+        for k, name in (("zero_s", "seconds at 0 TPS"), ("sync_waits", "synchronous flush waits")):
+            v, d = med("innopilot", k), med("defaults", k)
+            ok = None if v is None or d is None else v <= 0.1 * d
+            add(f"{name} <= 10 % of the defaults' ({fmt(d)})", v, ok)
+        r = ratio("p999_ms")
+        add("p99.9 <= 0.5 x defaults", r, None if r is None else r <= 0.5)
+    # Everywhere
+    budget = 500000
+    kept = [a for a in STATIC_ARMS if a in s and (med(a, "end_debt") or 0) <= budget]
+    best = max((med(a, "mean_tps") or 0) for a in kept) if kept else None
+    v = med("innopilot", "mean_tps")
+    r = None if v is None or not best else v / best
+    add(f"mean TPS >= 0.98 x the best static arm with history under budget ({','.join(kept) or 'none'})", r,
+        None if r is None else r >= 0.98)
+    worse = []
+    for k, higher_better in (("mean_tps", True), ("p99_ms", False), ("p999_ms", False), ("below05_pct", False),
+                             ("zero_s", False), ("end_debt", False)):
+        v = med("innopilot", k)
+        d = s.get("defaults", {}).get(k)
+        if v is None or not d or d["min"] is None:
+            continue
+        # beyond noise: outside the defaults' range over the repetitions
+        if (higher_better and v < d["min"]) or (not higher_better and v > d["max"]):
+            worse.append(k)
+    add("never worse than defaults beyond noise (median outside the defaults' min–max)", ",".join(worse) or "none",
+        None if "defaults" not in s else not worse)
+    add_overhead_targets(s, med, add)
+    return out
+
+
+def add_overhead_targets(s, med, add):
+    v = med("innopilot", "ip_cpu_pct")
+    add("innopilot CPU <= 1 % of a core", v, None if v is None else v <= 1.0)
+    v = med("innopilot", "ip_rss_mib")
+    add("innopilot RSS <= 30 MiB", v, None if v is None else v <= 30)
+    v = s["innopilot"]["ip_round_trips"]["max"]
+    add("<= 3 round trips per sample", v, None if v is None else v <= 3)
+
+
+def legacy_targets(s, sc, med, add):
+    """Issue 6's targets for scenarios a-d."""
     v = med("innopilot", "worst_ratio")
     add("worst 1 s TPS >= 0.85 x median", v, v is not None and v >= 0.85)
     if sc.get("view"):
         v = med("innopilot", "after_view_ratio")
         add("after-view mean >= 0.97 x median", v, v is not None and v >= 0.97)
-    v, d = med("innopilot", "p99_of_p99"), med("defaults", "p99_of_p99")
-    add("p99 <= 0.8 x defaults", None if v is None or not d else v / d, v is not None and d and v <= 0.8 * d)
+    v, d = med("innopilot", "p99_ms"), med("defaults", "p99_ms")
+    add("p99 <= 0.8 x defaults", None if v is None or not d else v / d, v is not None and bool(d) and v <= 0.8 * d)
     best = max((med(a, "mean_tps") or 0) for a in STATIC_ARMS)
     v = med("innopilot", "mean_tps")
-    if sc.get("rate"):
-        # open loop: every arm serves the offered rate, TPS differs by noise only
+    if sc.get("rate_frac"):
         add("mean TPS >= 0.99 x best static arm (open loop)", None if v is None or not best else v / best,
             v is not None and v >= best * 0.99)
     else:
@@ -689,17 +1178,16 @@ def check_targets(summ, sc_name, sc):
     if sc.get("view"):
         v, d = med("innopilot", "drain_s"), med("defaults", "drain_s")
         add("drain <= 1.5 x defaults", None if v is None or not d else v / d, v is not None and d is not None and v <= 1.5 * max(d, 1))
-    v = med("innopilot", "ip_cpu_pct")
-    add("innopilot CPU <= 1 % of a core", v, v is not None and v <= 1.0)
-    v = med("innopilot", "ip_rss_mib")
-    add("innopilot RSS <= 30 MiB", v, v is not None and v <= 30)
-    v = s["innopilot"]["ip_round_trips"]["max"]
-    add("<= 3 round trips per sample", v, v is not None and v <= 3)
-    return out
+    add_overhead_targets(s, med, add)
+    return None
+
+
+ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
+              "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_redo": "#17becf", "dryrun": "#bcbd22"}
 
 
 def svg_plot(path, title, series_sets, view):
-    """Four stacked panels (TPS, p99 ms, history, redo fill %), one line per repetition."""
+    """Per arm: four stacked panels (TPS, p99 ms, history, redo fill %), one line per repetition."""
     W, PH, L, R, T = 760, 150, 70, 20, 30
     panels = [("tps", "TPS"), ("p99_ms", "p99 latency, ms"), ("history", "history length"),
               ("redo_fill_pct", "redo fill, % of max checkpoint age")]
@@ -739,6 +1227,91 @@ def svg_plot(path, title, series_sets, view):
         f.write("\n".join(o))
 
 
+def per_second_median(sets, key):
+    """Per second, the median over repetitions (seconds every repetition has)."""
+    n = min((len(r) for r in sets), default=0)
+    out = []
+    for i in range(n):
+        v = [float(r[i][key]) for r in sets if r[i].get(key) not in (None, "")]
+        out.append((i + 1, statistics.median(v) if v else None))
+    return out
+
+
+def svg_overview(path, title, by_arm, view, segments):
+    """The DBA's plot: every arm's TPS and history over time on shared axes (per second,
+    the median over repetitions), the view window shaded, load segments marked."""
+    W, PH, L, R, T = 860, 220, 80, 150, 34
+    panels = [("tps", "TPS (median of repetitions, per second)"), ("history", "history length (undo records)")]
+    H = T + len(panels) * (PH + 34) + 10
+    meds = {arm: {k: per_second_median(sets, k) for k, _ in panels} for arm, sets in by_arm.items() if sets}
+    tmax = max((len(m["tps"]) for m in meds.values()), default=1) or 1
+    X = lambda t: L + (W - L - R) * t / tmax
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{(W-R+L)/2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
+    for pi, (key, label) in enumerate(panels):
+        y0 = T + pi * (PH + 34)
+        vals = [v for m in meds.values() for _, v in m[key] if v is not None]
+        vmax = max(vals + [1e-9]) * 1.05
+        if view and view[0] is not None and view[1] is not None:
+            o.append(f'<rect x="{X(view[0]):.1f}" y="{y0}" width="{X(view[1])-X(view[0]):.1f}" height="{PH}" '
+                     f'fill="#fde9b5"/>')
+            if pi == 0:
+                o.append(f'<text x="{X(view[0])+3:.1f}" y="{y0+PH-4}" fill="#a07000">read view held</text>')
+        for g in segments or []:
+            if g["start"] > 0 and pi == 0:
+                o.append(f'<line x1="{X(g["start"]):.1f}" y1="{y0}" x2="{X(g["start"]):.1f}" y2="{y0+PH}" '
+                         f'stroke="#bbb" stroke-dasharray="2,3"/>')
+        o.append(f'<rect x="{L}" y="{y0}" width="{W-L-R}" height="{PH}" fill="none" stroke="#999"/>')
+        o.append(f'<text x="{L+4}" y="{y0+13}">{label}</text>')
+        for frac in (0.5, 1.0):
+            o.append(f'<text x="{L-4}" y="{y0+PH-PH*frac/1.05+4:.1f}" text-anchor="end">{vmax/1.05*frac:.4g}</text>')
+        o.append(f'<text x="{L-4}" y="{y0+PH}" text-anchor="end">0</text>')
+        for arm, m in meds.items():
+            pts = [f"{X(t):.1f},{y0 + PH - PH * v / vmax:.1f}" for t, v in m[key] if v is not None]
+            if pts:
+                o.append(f'<polyline fill="none" stroke="{ARM_COLORS.get(arm, "#333")}" stroke-width="1.4" '
+                         f'points="{" ".join(pts)}"/>')
+        o.append(f'<text x="{W-R}" y="{y0+PH+14}" text-anchor="end">seconds from load start</text>')
+    for i, arm in enumerate(meds):
+        y = T + 10 + i * 16
+        o.append(f'<line x1="{W-R+10}" y1="{y}" x2="{W-R+30}" y2="{y}" stroke="{ARM_COLORS.get(arm, "#333")}" stroke-width="3"/>')
+        o.append(f'<text x="{W-R+34}" y="{y+4}">{arm} ({len(by_arm[arm])})</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o))
+
+
+def svg_tradeoff(path, title, runs):
+    """Mean TPS against end-of-run history (debt): one point per arm and repetition."""
+    W, H, L, R, T, B = 640, 420, 80, 150, 34, 46
+    pts = [(r["arm"], r.get("end_debt"), r.get("mean_tps")) for r in runs
+           if r.get("end_debt") is not None and r.get("mean_tps") is not None]
+    xmax = max([p[1] for p in pts] + [1]) * 1.08
+    ymax = max([p[2] for p in pts] + [1]) * 1.08
+    X = lambda v: L + (W - L - R) * v / xmax
+    Y = lambda v: T + (H - T - B) * (1 - v / ymax)
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{(W-R+L)/2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+         f'<rect x="{L}" y="{T}" width="{W-L-R}" height="{H-T-B}" fill="none" stroke="#999"/>',
+         f'<text x="{(W-R+L)/2}" y="{H-10}" text-anchor="middle">history at the end of the run (debt) → worse</text>',
+         f'<text x="16" y="{(H-B+T)/2}" transform="rotate(-90 16 {(H-B+T)/2})" text-anchor="middle">mean TPS → better</text>',
+         f'<text x="{L}" y="{H-B+14}" text-anchor="middle">0</text>',
+         f'<text x="{W-R}" y="{H-B+14}" text-anchor="middle">{xmax/1.08:.3g}</text>',
+         f'<text x="{L-4}" y="{T+8}" text-anchor="end">{ymax/1.08:.4g}</text>',
+         f'<text x="{L-4}" y="{H-B}" text-anchor="end">0</text>']
+    for arm, x, y in pts:
+        o.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="5" fill="{ARM_COLORS.get(arm, "#333")}" fill-opacity="0.8"/>')
+    for i, arm in enumerate(dict.fromkeys(p[0] for p in pts)):
+        y = T + 10 + i * 16
+        o.append(f'<circle cx="{W-R+18}" cy="{y}" r="5" fill="{ARM_COLORS.get(arm, "#333")}"/>')
+        o.append(f'<text x="{W-R+28}" y="{y+4}">{arm}</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o))
+
+
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
@@ -747,6 +1320,31 @@ def read_csv(path):
 # ----------------------------------------------------------------------------------------
 
 BASE_DIR = None
+RUN_OVERHEAD_S = 6  # start, innopilot's 2 s, teardown per run, plus run_overhead_s() (estimate)
+
+
+def run_overhead_s(sc):
+    """Per run: copying, starting and warming the datadir, innopilot's 2 s, teardown.
+    The new scenarios carry what their smoke runs measured on a busy machine (setup_s:
+    e 13 s, f 5-12 s, g 37 s: warming 1 GiB of pool); the legacy ones an estimate."""
+    if sc.get("setup_s"):
+        return sc["setup_s"]
+    return RUN_OVERHEAD_S + (sc["tables"] * sc["rows"] + sc.get("cold_rows", 0)) / 1e6 * 4
+
+
+def template_estimate_s(sc):
+    return 20 + (sc["tables"] * sc["rows"] + sc.get("cold_rows", 0)) / 1e6 * 20
+
+
+def estimate_s(plan, reps):
+    """plan: [(name, sc, arms)] -> seconds: templates, peak measurements, every run."""
+    tot = 0
+    for _, sc, arms in plan:
+        tot += template_estimate_s(sc)
+        if any(g.get("rate_frac") for g in segments_of(sc)):
+            tot += sc.get("peak_s", 12) + run_overhead_s(sc)
+        tot += reps * len(arms) * (sc["duration"] + run_overhead_s(sc))
+    return tot
 
 
 def main():
@@ -754,44 +1352,88 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short scenario, one repetition (CI)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
-    ap.add_argument("--scenarios", default=None, help="comma-separated subset")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated names, or 'new' (default: e, f, g), 'legacy' (a-d), 'all'")
     ap.add_argument("--order", default=None, help="order in which scenarios run (default: as defined)")
-    ap.add_argument("--arms", default=None, help="comma-separated subset")
+    ap.add_argument("--arms", default=None,
+                    help="comma-separated arms, or 'all' (default: each scenario's own set, DEFAULT_ARMS; "
+                         "legacy scenarios: the six issue-6 arms)")
+    ap.add_argument("--duration", type=int, default=None,
+                    help="squeeze every scenario's schedule into this many seconds (smoke runs only: "
+                         "the results are not the benchmark)")
+    ap.add_argument("--budget-min", type=float, default=120.0,
+                    help="refuse to start when the estimated run is longer (minutes; 0 = no limit)")
     ap.add_argument("--innopilot", required=True, help="path to the innopilot binary")
     ap.add_argument("--out", required=True, help="results directory")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir under /var/tmp)")
     a = ap.parse_args()
     reps = a.reps or (1 if a.quick else 3)
-    scs = scenarios(a.quick)
-    if a.scenarios:
-        scs = {k: v for k, v in scs.items() if k in a.scenarios.split(",")}
-    arms = a.arms.split(",") if a.arms else ARMS
+    allsc = scenarios(a.quick)
+    if a.quick:
+        names = list(allsc)
+    else:
+        sel = a.scenarios or "new"
+        groups = {"new": list(new_scenarios()), "legacy": list(legacy_scenarios(False)), "all": list(allsc)}
+        names = []
+        for x in sel.split(","):
+            for n in groups.get(x, [x]):
+                if n not in allsc:
+                    sys.exit(f"unknown scenario {n!r}: {', '.join(allsc)}")
+                if n not in names:
+                    names.append(n)
+    if a.order:
+        names = [x for x in a.order.split(",") if x in names] + [x for x in names if x not in a.order.split(",")]
+    plan = []
+    for n in names:
+        sc = allsc[n]
+        if a.duration:
+            sc = scale_times(sc, a.duration)
+        if a.arms == "all":
+            arms = list(ARMS)
+        elif a.arms:
+            arms = a.arms.split(",")
+            bad = [x for x in arms if x not in ARMS]
+            if bad:
+                sys.exit(f"unknown arm(s) {bad}: {', '.join(ARMS)}")
+        else:
+            arms = DEFAULT_ARMS.get(n, ["defaults", "purge1", "threshold", "watermark", "innopilot", "dryrun"])
+        plan.append((n, sc, arms))
+    est = estimate_s(plan, reps)
     os.makedirs(a.out, exist_ok=True)
     LOG = open(os.path.join(a.out, "bench.log"), "a")
+    log(f"innopilot bench: {'quick' if a.quick else 'full'}, reps={reps}, "
+        + "; ".join(f"{n}: {sc['duration']} s x {len(arms)} arms ({','.join(arms)})" for n, sc, arms in plan))
+    log(f"estimated duration: {est/60:.0f} min (templates, peak measurements, "
+        f"{sum(len(x[2]) for x in plan) * reps} runs at their duration + set-up each)")
+    if a.budget_min and est / 60 > a.budget_min:
+        log(f"!! the estimate exceeds the budget of {a.budget_min:.0f} min: fewer arms/reps, or --budget-min 0")
+        sys.exit(2)
+    if a.duration:
+        log(f"!! --duration {a.duration}: schedules squeezed, a smoke run of the mechanics, not the benchmark")
     BASE_DIR = a.workdir or tempfile.mkdtemp(prefix="innopilot-bench-", dir="/var/tmp")
     os.makedirs(BASE_DIR, exist_ok=True)
     atexit.register(lambda: shutil.rmtree(BASE_DIR, ignore_errors=True))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    log(f"innopilot bench: {'quick' if a.quick else 'full'}, reps={reps}, scenarios={list(scs)}, arms={arms}, work={BASE_DIR}")
+    log(f"work directory {BASE_DIR}")
 
     results = []
     meta = dict(date=dt.datetime.utcnow().isoformat(timespec="seconds") + "Z", quick=a.quick, reps=reps,
-                arms={k: ARM_DOC[k] for k in arms}, scenarios={}, machine=machine_info(),
-                server_args=COMMON_SERVER_ARGS, warmup_skip_s=WARMUP_SKIP,
-                command=" ".join(sys.argv))
-    order = [x for x in (a.order.split(",") if a.order else scs) if x in scs]
-    for sc_name in order:
-        sc = scs[sc_name]
+                arms={k: ARM_DOC[k] for k in ARMS}, scenarios={}, machine=machine_info(),
+                server_args=COMMON_SERVER_ARGS, warmup_skip_s=WARMUP_SKIP, estimated_s=round(est),
+                duration_override=a.duration, command=" ".join(sys.argv))
+    t_start = time.time()
+    for sc_name, sc, arms in plan:
         try:
             run_scenario(a, reps, arms, sc_name, sc, results, meta)
         except Exception as e:  # one broken scenario must not lose the others
             log(f"!! scenario {sc_name} failed: {e!r}")
             meta.setdefault("failed", {})[sc_name] = repr(e)
-            blkio_remove()
         write_outputs(a, results, meta)
+    meta["elapsed_s"] = round(time.time() - t_start)
     missed = write_outputs(a, results, meta, show=True)
-    log(f"done: {len(results)} runs, {missed} target(s) missed; results in {a.out}")
-    if not a.quick:
+    log(f"done in {meta['elapsed_s']/60:.1f} min (estimated {est/60:.0f}): {len(results)} runs, "
+        f"{missed} target(s) missed; results in {a.out}")
+    if not a.quick and not a.duration:
         # The simulator on the same kinds of scenario, side by side (side_by_side.md).
         sbs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "side_by_side.py")
         r = subprocess.run([sys.executable, sbs, "--innopilot", a.innopilot, "--results", a.out],
@@ -803,85 +1445,129 @@ def main():
             log(f"simulator side by side: {os.path.join(a.out, 'side_by_side.md')}")
     if meta.get("failed"):
         log(f"!! failed: {sorted(meta['failed'])}")
-        sys.exit(1)  # a broken harness fails CI; missed targets do not
+        sys.exit(1)  # a broken harness fails CI; missed targets and INVALID scenarios do not
 
 
 def run_scenario(a, reps, arms, sc_name, sc, results, meta):
-    if True:
-        t_sc = time.time()
-        log(f"== {sc_name}: {sc['doc']}")
-        if sc.get("throttle_write_bps"):
-            dev = blkio_setup(sc["throttle_write_bps"])
-            log(f"blkio group {BLKIO_ROOT}/{BLKIO_GROUP}: write_bps_device '{dev} {sc['throttle_write_bps']}'")
-            sc = dict(sc, blkio_device=dev)
+    t_sc = time.time()
+    log(f"== {sc_name}: {sc['doc']}")
+    if sc.get("pathology"):
+        log(f"   must reproduce (defaults arm): {sc['pathology']}")
+    log_dir_root = None
+    try:
         template = install_template(BASE_DIR, sc_name, sc)
         log(f"template ready ({du(template)} MiB) in {time.time()-t_sc:.0f}s")
-        rate = None
-        if sc.get("rate_frac"):
+        if sc.get("blkio"):
+            dev = blkio_setup(sc["blkio"])
+            sc = dict(sc, blkio_device=dev)
+            log(f"blkio group {BLKIO_ROOT}/{BLKIO_GROUP} on {dev}: "
+                + ", ".join(f"{k}={v}" for k, v in sc["blkio"].items()))
+        if sc.get("redo_tmpfs"):
+            log_dir_root = os.path.join(BASE_DIR, "redo-tmpfs")
+            tmpfs_mount(log_dir_root)
+            log(f"redo on tmpfs at {log_dir_root} (innodb_log_group_home_dir)")
+        peak = None
+        if any(g.get("rate_frac") for g in segments_of(sc)):
+            ps = min(sc.get("peak_s", 12), 6 if a.quick else 10**6)
             res, sb_rows, _ = run_one(BASE_DIR, a.out, sc_name, dict(sc, view=None), "defaults", 0, template,
-                                      a.innopilot, duration=12 if not a.quick else 6)
+                                      a.innopilot, duration=ps, log_dir_root=log_dir_root,
+                                      segments=[dict(start=0, dur=ps, rate_frac=None,
+                                                     threads=max(g.get("threads") or sc["threads"]
+                                                                 for g in segments_of(sc)), tag="peak")])
             peak = statistics.mean(r["tps"] for r in sb_rows if r["t"] > WARMUP_SKIP)
-            rate = max(1, int(peak * sc["rate_frac"]))
-            sc = dict(sc, peak_tps=peak, rate=rate)
-            log(f"peak {peak:.0f} TPS (closed loop, defaults) -> --rate={rate}")
+            sc = dict(sc, peak_tps=peak)
+            log(f"peak {peak:.0f} TPS (closed loop, defaults arm, {ps} s): "
+                + ", ".join(f"{g['tag']} {'--rate=' + str(int(peak * g['rate_frac'])) if g.get('rate_frac') else 'closed loop'}"
+                            for g in segments_of(sc)))
         meta["scenarios"][sc_name] = {k: v for k, v in sc.items()}
+        meta["scenarios"][sc_name]["arms"] = arms
         for rep in range(1, reps + 1):
             for arm in arms:
                 t = time.time()
                 try:
-                    res, _, _ = run_one(BASE_DIR, a.out, sc_name, sc, arm, rep, template, a.innopilot, rate=rate)
+                    res, _, _ = run_one(BASE_DIR, a.out, sc_name, sc, arm, rep, template, a.innopilot,
+                                        peak=peak, log_dir_root=log_dir_root)
                 except Exception as e:
                     log(f"!! {sc_name} {arm} r{rep} failed: {e!r}")
                     meta.setdefault("failed", {})[f"{sc_name}-{arm}-r{rep}"] = repr(e)
                     continue
                 results.append(res)
-                log(f"{sc_name} {arm} r{rep}: mean {res['mean_tps']:.0f} TPS, worst/med {res['worst_ratio']:.2f}, "
-                    f"p99 {res['p99_of_p99']:.2f} ms, peak hist {res.get('peak_history')}, drain {res.get('drain_s')}, "
-                    f"fill max {res.get('max_fill_pct')}, sets {res.get('ip_sets')} ({time.time()-t:.0f}s)")
-        shutil.rmtree(os.path.dirname(template), ignore_errors=True)
-        if sc.get("throttle_write_bps"):
+                log(f"{sc_name} {arm} r{rep}: mean {res['mean_tps']:.0f} TPS, <0.5x {res['below05_pct']:.1f}% s, "
+                    f"0-TPS {res['zero_s']} s, p99 {res['p99_ms']} ms, p99.9 {res['p999_ms']} ms, "
+                    f"slope {fmt(res.get('hist_slope'))}/s (late {fmt(res.get('hist_slope_late'))}), "
+                    f"end debt {res.get('end_debt')}, drain {res.get('drain_s')}, "
+                    f"sync/free waits {res.get('sync_waits')}/{res.get('free_waits')}, "
+                    f"fill max {res.get('max_fill_pct')}, SETs {res.get('ip_sets')} ({time.time()-t:.0f}s)")
+    finally:
+        shutil.rmtree(os.path.join(BASE_DIR, f"template-{sc_name}"), ignore_errors=True)
+        if sc.get("blkio"):
             blkio_remove()
-        # plots: one per scenario and arm, every repetition overlaid
-        for arm in arms:
-            sets = []
-            view = None
-            for rep in range(1, reps + 1):
-                p = os.path.join(a.out, f"{sc_name}-{arm}-r{rep}.csv")
-                if os.path.exists(p):
-                    sets.append(read_csv(p))
-            rr = [r for r in results if r["scenario"] == sc_name and r["arm"] == arm]
-            if rr:
-                view = (rr[0].get("view_open"), rr[0].get("view_closed"))
-            svg_plot(os.path.join(a.out, f"{sc_name}-{arm}.svg"), f"{sc_name} — {arm} ({len(sets)} reps)", sets, view)
-
+        if log_dir_root:
+            tmpfs_umount(log_dir_root)
+    # plots: per arm (every repetition), and per scenario (all arms) + the trade-off
+    by_arm = {}
+    view = None
+    for arm in arms:
+        sets = []
+        for rep in range(1, reps + 1):
+            p = os.path.join(a.out, f"{sc_name}-{arm}-r{rep}.csv")
+            if os.path.exists(p):
+                sets.append(read_csv(p))
+        by_arm[arm] = sets
+        rr = [r for r in results if r["scenario"] == sc_name and r["arm"] == arm]
+        if rr:
+            view = (rr[0].get("view_open"), rr[0].get("view_closed"))
+        svg_plot(os.path.join(a.out, f"{sc_name}-{arm}.svg"), f"{sc_name} — {arm} ({len(sets)} reps)", sets, view)
+    svg_overview(os.path.join(a.out, f"{sc_name}.svg"), f"{sc_name}: every arm", by_arm,
+                 view if sc.get("view") else None, segments_of(sc))
+    svg_tradeoff(os.path.join(a.out, f"{sc_name}-tradeoff.svg"), f"{sc_name}: TPS against debt",
+                 [r for r in results if r["scenario"] == sc_name])
 
 
 def write_outputs(a, results, meta, show=False):
     summ = summarize(results)
     targets = {sc: check_targets(summ, sc, meta["scenarios"][sc]) for sc in summ}
+    valid = {sc: validity(summ, sc, meta["scenarios"][sc]) for sc in summ}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(dict(meta=meta, runs=results, summary=summ, targets=targets), f, indent=1, default=str)
+        json.dump(dict(meta=meta, runs=results, summary=summ, targets=targets, validity=valid), f, indent=1,
+                  default=str)
     with open(os.path.join(a.out, "runs.csv"), "w", newline="") as f:
         keys = sorted({k for r in results for k in r})
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(results)
     report = []
+    missed = 0
+    if meta.get("duration_override"):
+        report.append(f"\n**Smoke run (--duration {meta['duration_override']}): schedules squeezed; "
+                      "these numbers test the harness, they are not the benchmark.**\n")
     for sc in summ:
-        report.append(f"\n### {sc}\n\n{meta['scenarios'][sc]['doc']}\n")
+        scm = meta["scenarios"][sc]
+        report.append(f"\n### {sc}\n\n{scm['doc']}\n")
+        v = valid[sc]
+        if v is not None:
+            report.append(f"Pathology: {scm['pathology']}.\n")
+            report.append(f"**{'VALID' if v['valid'] else 'INVALID'}** (defaults arm): {v['reason']}."
+                          + ("" if v["valid"] else " Its numbers below do not count as a result.") + "\n")
         report.append(table_md(summ, sc))
+        report.append(f"\nPlots: `{sc}.svg` (every arm), `{sc}-tradeoff.svg` (TPS against debt), "
+                      f"`{sc}-<arm>.svg` (one arm, every repetition).\n")
         if targets[sc]:
-            report.append("\nTargets for the innopilot arm:\n")
+            report.append("Targets for the innopilot arm" + ("" if v is None or v["valid"] else
+                                                             " (scenario INVALID: not a result)") + ":\n")
             for t in targets[sc]:
-                v = t["value"]
-                vs = "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
-                report.append(f"- {'MET   ' if t['met'] else 'MISSED'} {t['target']}: {vs}")
+                val = t["value"]
+                vs = "n/a" if val is None else (f"{val:.3f}" if isinstance(val, float) else str(val))
+                tag = "MET   " if t["met"] else ("MISSED" if t["met"] is False else "N/A   ")
+                missed += t["met"] is False
+                report.append(f"- {tag} {t['target']}: {vs}")
     text = "\n".join(report)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(text + "\n")
     if show:
         print(text)
-    return sum(1 for ts in targets.values() for t in ts if not t["met"])
+    return missed
+
 
 
 def du(p):

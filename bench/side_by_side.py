@@ -22,6 +22,11 @@ SCENARIO = {
     "b_redo_pressure": "redo_pressure",
     "c_flush_bound": "flush_bound",
     "d_open_loop": "long_read_view",
+    # issue 13's scenarios: the closest simulator scenario, not a twin (docs/benchmarks.md,
+    # "Simulator twins", says what each twin would need)
+    "e_purge_behind": "cold_undo_restart",
+    "f_cold_view": "long_read_view",
+    "g_checkpoint_stall": "flush_bound",
 }
 
 # Real arm -> simulator peer. The real threshold arm runs on MariaDB, whose delay applies
@@ -93,7 +98,7 @@ def main():
             s = rows.get((ssc, peer)) if peer else None
             r_tps = median(summ, sc, arm, "mean_tps")
             lines.append("| " + " | ".join([
-                f"{arm} → {peer}",
+                f"{arm} → {peer or '(no peer)'}",
                 fmt(ratio(r_tps, base_real_tps)),
                 fmt(ratio(s["mean_tps"], base_sim["mean_tps"]) if s and base_sim else None),
                 fmt(median(summ, sc, arm, "worst_ratio")),

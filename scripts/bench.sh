@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The real-server benchmark (issue 6; docs/benchmarks.md). One command:
+# The real-server benchmark (issues 6 and 13; docs/benchmarks.md). One command:
 #
-#   scripts/bench.sh            full run: 4 scenarios x 6 arms x 3 repetitions, release
-#                               build, results in bench/results/<UTC date>/
-#   scripts/bench.sh --quick    about a minute: one short scenario, one repetition, debug
-#                               build, results in $CARGO_TARGET_DIR/bench-quick/ (CI)
+#   scripts/bench.sh            full run: scenarios e_purge_behind, f_cold_view,
+#                               g_checkpoint_stall, each arm set x 3 repetitions x 180 s,
+#                               release build, results in bench/results/<UTC date>/; the
+#                               estimate is printed first and the run refuses to start
+#                               beyond --budget-min (120)
+#   scripts/bench.sh --quick    about a minute: one short legacy scenario, one repetition,
+#                               debug build, results in $CARGO_TARGET_DIR/bench-quick/ (CI)
 #
-# Extra arguments go to bench/bench.py (--reps N, --scenarios a_view_surge,...,
-# --arms defaults,innopilot,..., --out DIR). Needs mariadbd, mariadb-install-db,
-# mariadb and sysbench (scripts/setup.sh) and python3. Starts private servers only
-# (--no-defaults, private socket, free loopback port); never touches port 3306.
-# Scenario c needs root for the cgroup v1 blkio throttle.
+# Extra arguments go to bench/bench.py (--reps N, --scenarios new|legacy|all|a,b,...,
+# --arms all|defaults,innopilot,..., --duration S for smoke runs, --budget-min M,
+# --out DIR). Needs mariadbd, mariadb-install-db, mariadb and sysbench
+# (scripts/setup.sh) and python3. Starts private servers only (--no-defaults, private
+# socket, free loopback port); never touches port 3306. Needs root for the cgroup v1
+# blkio throttles (scenarios c, e, f, g) and the redo tmpfs (g).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
