@@ -21,6 +21,11 @@ if ! have systemd-analyze; then
     packages+=(systemd)
 fi
 # tests/promtool.rs lints a live /metrics scrape with `promtool check metrics`.
+# tests/tls.rs makes its certificates with the openssl command.
+if ! have openssl; then
+    missing+=(openssl)
+    packages+=(openssl)
+fi
 if ! have promtool; then
     missing+=(promtool)
     packages+=(prometheus)

@@ -4,11 +4,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::run::{signal, wait_exit, Run};
+use common::run::{http_get, signal, wait_exit, Run};
 use common::{eventually, free_port, MariaDb};
 
 const CONFIG: &str = r#"
@@ -25,23 +23,6 @@ stale_after = "2s"
 [check]
 max_history_records = 3000
 "#;
-
-/// GET over plain TCP: (status, body). `None` when nothing listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split(' ').nth(1)?.parse().ok()?;
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    Some((status, body))
-}
 
 async fn wait_check(port: u16, want: u16, limit: Duration) -> serde_json::Value {
     let body = eventually(

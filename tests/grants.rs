@@ -4,19 +4,11 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{innopilot_bin, MariaDb};
+use common::run::innopilot_isolated;
+use common::MariaDb;
 
 fn innopilot(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(innopilot_bin())
-        .args(args)
-        .env_remove("INNOPILOT_DSN")
-        .env_remove("INNOPILOT_PASSWORD")
-        .env_remove("INNOPILOT_CONFIG")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running innopilot");
+    let out = innopilot_isolated(args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

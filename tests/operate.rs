@@ -11,14 +11,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::configs;
-use common::run::{assert_took_less, events, innopilot_cmd, signal, stop, Run};
+use common::run::{assert_took_less, events, http_get, innopilot_cmd, signal, stop, Run};
 use common::{eventually, free_port, innopilot_bin, MariaDb};
 
 /// The watermark config (purge threads move within seconds under a small update
@@ -27,24 +25,6 @@ fn live_config() -> String {
     configs::watermark()
         .section("[http]\nstale_after = \"2s\"")
         .build()
-}
-
-/// GET over plain TCP: (status, body). `None` when nothing listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split(' ').nth(1)?.parse().ok()?;
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    Some((status, body))
 }
 
 async fn wait_http(port: u16, path: &str, want: u16, limit: Duration) -> String {

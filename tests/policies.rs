@@ -123,8 +123,10 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
     for w in threads.windows(2) {
         let ((t1, f1, to1), (t2, f2, to2)) = (w[0], w[1]);
         let reversed = to1 != f1 && f2 == to1 && to2 == f1;
+        // Records carry the wall-clock time of the SET itself, so two SETs five
+        // sampling seconds apart may be stamped a few milliseconds less apart.
         assert!(
-            !(reversed && t2 - t1 < 5_000),
+            !(reversed && t2 - t1 < 4_900),
             "purge threads flapped: {threads:?}"
         );
     }

@@ -5,20 +5,14 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::run::innopilot_isolated;
 use common::tls::TestPki;
-use common::{innopilot_bin, MariaDb};
+use common::MariaDb;
 
 fn innopilot(args: &[&str]) -> Output {
-    Command::new(innopilot_bin())
-        .args(args)
-        .env_remove("INNOPILOT_DSN")
-        .env_remove("INNOPILOT_PASSWORD")
-        .env_remove("INNOPILOT_CONFIG")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running innopilot")
+    innopilot_isolated(args)
 }
 
 fn status_json(args: &[&str]) -> serde_json::Value {

@@ -307,3 +307,35 @@ pub fn unix_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+/// `innopilot ARGS` with none of the INNOPILOT_* settings of the environment, so only
+/// the arguments decide where it connects.
+pub fn innopilot_isolated(args: &[&str]) -> Output {
+    Command::new(innopilot_bin())
+        .args(args)
+        .env_remove("INNOPILOT_DSN")
+        .env_remove("INNOPILOT_PASSWORD")
+        .env_remove("INNOPILOT_CONFIG")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running innopilot")
+}
+
+/// GET over plain TCP on loopback: (status, body); `None` when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    Some((status, body))
+}
