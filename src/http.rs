@@ -186,11 +186,7 @@ pub fn respond(
         return (v.status, "application/json", format!("{}\n", v.body));
     }
     match req.path {
-        "/metrics" => (
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(s, now),
-        ),
+        "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", render(s)),
         "/healthz" => {
             let h = healthz(s, now, stale_after);
             (if h.ok { 200 } else { 503 }, TEXT, h.message + "\n")

@@ -8,13 +8,21 @@
 //! honest "unknown", a zero is a lie an alert would believe. The full list is in
 //! `docs/operations.md`.
 //!
-//! No metrics library: the exposition format is a few lines of text, and the counters
-//! live in the controller's [`Telemetry`], so nothing here needs locks or atomics.
+//! The exposition is the `prometheus` crate's: each scrape registers fresh collectors,
+//! set from the snapshot, in a registry of its own and encodes them with its
+//! `TextEncoder` (format 0.0.4, which `promtool check metrics` accepts). The counters
+//! live in the controller's [`Telemetry`], so the control loop needs no shared
+//! registry; only the sample-duration histogram is a `prometheus::Histogram` from the
+//! start (a histogram cannot be set from counts).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::time::Duration;
 
+use prometheus::core::Collector;
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
+};
 use tokio::time::Instant;
 
 use crate::server::{Knob, KnobValues, ServerError};
@@ -26,68 +34,19 @@ pub const SAMPLE_DURATION_BUCKETS: [f64; 11] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-/// A cumulative histogram with fixed buckets.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    /// Observations ≤ each bound (not cumulative here; summed when rendered).
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram::new(&SAMPLE_DURATION_BUCKETS)
-    }
-}
-
-impl Histogram {
-    pub fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
-            bounds,
-            counts: vec![0; bounds.len()],
-            sum: 0.0,
-            count: 0,
-        }
-    }
-
-    pub fn observe(&mut self, value: f64) {
-        if !value.is_finite() || value < 0.0 {
-            return;
-        }
-        if let Some(i) = self.bounds.iter().position(|b| value <= *b) {
-            self.counts[i] += 1;
-        }
-        self.sum += value;
-        self.count += 1;
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn sum(&self) -> f64 {
-        self.sum
-    }
-
-    /// (upper bound, cumulative count) per bucket, without `+Inf`.
-    pub fn cumulative(&self) -> Vec<(f64, u64)> {
-        let mut acc = 0;
-        self.bounds
-            .iter()
-            .zip(&self.counts)
-            .map(|(b, c)| {
-                acc += c;
-                (*b, acc)
-            })
-            .collect()
-    }
+/// `innopilot_sample_duration_seconds`, empty.
+fn sample_duration_histogram() -> Histogram {
+    let opts = HistogramOpts::new(
+        "innopilot_sample_duration_seconds",
+        "Wall time of one sample of the server (all its queries).",
+    )
+    .buckets(SAMPLE_DURATION_BUCKETS.to_vec());
+    Histogram::with_opts(opts).expect("constant, valid histogram options")
 }
 
 /// Counters the control loop keeps for the metrics endpoint, cumulative over the
 /// process (not reset by a reload or a reconnect).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Telemetry {
     /// Decisions by (policy, knob, outcome), as written to the audit log.
     pub decisions: BTreeMap<(String, Knob, String), u64>,
@@ -95,7 +54,8 @@ pub struct Telemetry {
     pub errors: BTreeMap<&'static str, u64>,
     /// Audit events by their `event` name.
     pub events: BTreeMap<String, u64>,
-    /// Wall time of successful samples, seconds.
+    /// Wall time of successful samples, seconds. A clone shares the observations, so
+    /// a published snapshot's histogram is the live one.
     pub sample_duration: Histogram,
     /// Configuration reloads (SIGHUP) that were applied.
     pub reloads_ok: u64,
@@ -105,11 +65,30 @@ pub struct Telemetry {
     pub last_reload_ok: bool,
 }
 
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
 impl Telemetry {
     pub fn new() -> Self {
         Telemetry {
+            decisions: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            events: BTreeMap::new(),
+            sample_duration: sample_duration_histogram(),
+            reloads_ok: 0,
+            reloads_failed: 0,
             last_reload_ok: true,
-            ..Telemetry::default()
+        }
+    }
+
+    /// One sample's wall time, seconds; NaN, infinite and negative values are dropped
+    /// (they would poison the histogram's sum).
+    pub fn observe_sample_duration(&mut self, seconds: f64) {
+        if seconds.is_finite() && seconds >= 0.0 {
+            self.sample_duration.observe(seconds);
         }
     }
 
@@ -253,61 +232,6 @@ pub fn readyz(s: &Snapshot) -> Health {
     }
 }
 
-/// Prometheus text exposition, format 0.0.4.
-struct Out {
-    text: String,
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn fmt_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
-impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            self.text.push('{');
-            for (i, (k, val)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.text.push(',');
-                }
-                let _ = write!(self.text, "{k}=\"{}\"", escape(val));
-            }
-            self.text.push('}');
-        }
-        let _ = writeln!(self.text, " {}", fmt_value(v));
-    }
-
-    /// A gauge with one unlabelled value; nothing at all when unknown.
-    fn gauge(&mut self, name: &str, help: &str, v: Option<f64>) {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            self.family(name, "gauge", help);
-            self.sample(name, &[], v);
-        }
-    }
-}
-
 fn b(v: bool) -> f64 {
     if v {
         1.0
@@ -318,6 +242,69 @@ fn b(v: bool) -> f64 {
 
 fn u(v: Option<u64>) -> Option<f64> {
     v.map(|x| x as f64)
+}
+
+/// The families of one scrape, in a registry of their own (the counters live in the
+/// controller's [`Telemetry`] and [`Snapshot`], so each scrape sets fresh collectors
+/// from those values). Registration fails only for an invalid or duplicate name, a
+/// bug the unit tests catch; a scrape then goes on without that family.
+struct Families {
+    registry: Registry,
+}
+
+impl Families {
+    fn add<C: Collector + 'static>(&self, c: Result<C, prometheus::Error>) {
+        if let Err(e) = c.and_then(|c| self.registry.register(Box::new(c))) {
+            debug_assert!(false, "metric family: {e}");
+            tracing::error!("metric family left out: {e}");
+        }
+    }
+
+    /// A gauge with one unlabelled value; nothing at all when unknown.
+    fn gauge(&self, name: &str, help: &str, v: Option<f64>) {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            self.add(Gauge::new(name, help).inspect(|g| g.set(v)));
+        }
+    }
+
+    /// A counter with one unlabelled value; nothing at all when unknown.
+    fn counter(&self, name: &str, help: &str, v: Option<u64>) {
+        if let Some(v) = v {
+            self.add(IntCounter::new(name, help).inspect(|c| c.inc_by(v)));
+        }
+    }
+
+    /// A labelled gauge; nothing at all without samples.
+    fn gauges<'a>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        samples: impl IntoIterator<Item = (Vec<&'a str>, f64)>,
+    ) {
+        self.add(GaugeVec::new(Opts::new(name, help), labels).inspect(|g| {
+            for (values, v) in samples {
+                g.with_label_values(&values).set(v);
+            }
+        }));
+    }
+
+    /// A labelled counter; nothing at all without samples.
+    fn counters<'a>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        samples: impl IntoIterator<Item = (Vec<&'a str>, u64)>,
+    ) {
+        self.add(
+            IntCounterVec::new(Opts::new(name, help), labels).inspect(|c| {
+                for (values, v) in samples {
+                    c.with_label_values(&values).inc_by(v);
+                }
+            }),
+        );
+    }
 }
 
 /// Every `event` of `innopilot_audit_events_total` (the audit log's event names),
@@ -361,14 +348,6 @@ pub const ERROR_KINDS: [&str; 10] = [
     "state_file",
 ];
 
-/// A counter with one unlabelled value; nothing at all when unknown.
-fn counter(o: &mut Out, name: &str, help: &str, v: Option<f64>) {
-    if let Some(v) = v.filter(|v| v.is_finite()) {
-        o.family(name, "counter", help);
-        o.sample(name, &[], v);
-    }
-}
-
 /// The metric-name suffix of a knob's unit and the factor to its base unit.
 pub fn knob_unit(k: Knob) -> (&'static str, f64) {
     match k {
@@ -383,88 +362,76 @@ pub fn knob_unit(k: Knob) -> (&'static str, f64) {
 }
 
 /// `<prefix>_<unit>{knob}` families, one per unit present in `values`.
-fn knob_families(o: &mut Out, prefix: &str, what: &str, values: &KnobValues) {
-    let mut by_unit: BTreeMap<&'static str, Vec<(Knob, f64)>> = BTreeMap::new();
+fn knob_families(f: &Families, prefix: &str, what: &str, values: &KnobValues) {
+    let mut by_unit: BTreeMap<&'static str, Vec<(Vec<&str>, f64)>> = BTreeMap::new();
     for (k, v) in values {
         let (unit, scale) = knob_unit(*k);
         by_unit
             .entry(unit)
             .or_default()
-            .push((*k, *v as f64 * scale));
+            .push((vec![k.var_name()], *v as f64 * scale));
     }
     for (unit, knobs) in by_unit {
-        let name = format!("{prefix}_{unit}");
-        o.family(
-            &name,
-            "gauge",
+        f.gauges(
+            &format!("{prefix}_{unit}"),
             &format!("Knobs measured in {unit}, value {what}."),
+            &["knob"],
+            knobs,
         );
-        for (k, v) in knobs {
-            o.sample(&name, &[("knob", k.var_name())], v);
-        }
     }
 }
 
-/// Renders the snapshot. Everything time-related is a Unix timestamp, so `_now` (kept
-/// for callers) is not needed.
-pub fn render(s: &Snapshot, _now: Instant) -> String {
-    let mut o = Out {
-        text: String::with_capacity(8 * 1024),
+/// Renders the snapshot in the Prometheus text format 0.0.4 (what `/metrics` serves).
+pub fn render(s: &Snapshot) -> String {
+    let f = Families {
+        registry: Registry::new(),
     };
-    o.family(
+    f.gauges(
         "innopilot_build_info",
-        "gauge",
         "innopilot's version, as a label; always 1.",
-    );
-    o.sample(
-        "innopilot_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
+        &["version"],
+        [(vec![env!("CARGO_PKG_VERSION")], 1.0)],
     );
     if let Some(server) = &s.server {
         // "MariaDB 10.11.19": flavor and version as separate labels, so a query can
         // select on either (mysqld_exporter's mysql_version_info habit).
         let (flavor, version) = server.split_once(' ').unwrap_or((server, ""));
         let flavor = flavor.to_ascii_lowercase();
-        o.family(
+        f.gauges(
             "innopilot_server_info",
-            "gauge",
             "The server innopilot watches: flavor and version as labels; always 1.",
-        );
-        o.sample(
-            "innopilot_server_info",
-            &[("flavor", &flavor), ("version", version)],
-            1.0,
+            &["flavor", "version"],
+            [(vec![flavor.as_str(), version], 1.0)],
         );
     }
-    o.gauge(
+    f.gauge(
         "innopilot_up",
         "Whether the last sample of the server succeeded (1) or not (0).",
         Some(b(s.connected && s.last_sample.is_some())),
     );
-    o.gauge(
+    f.gauge(
         "innopilot_connected",
         "Whether innopilot has a working connection to the server.",
         Some(b(s.connected)),
     );
-    o.gauge(
+    f.gauge(
         "innopilot_ready",
         "Whether the controller has started and is not stopping (as /readyz).",
         Some(b(s.phase == Phase::Running)),
     );
-    o.gauge(
+    f.gauge(
         "innopilot_dry_run",
         "1 when innopilot only decides and logs (run --dry-run), 0 when it acts.",
         Some(b(s.dry_run)),
     );
-    o.gauge(
+    f.gauge(
         "innopilot_sampler_interval_seconds",
         "Configured sampling interval.",
         Some(s.interval.as_secs_f64()),
     );
     // Timestamps, not ages: an age is stale the moment it is scraped, a timestamp
     // lets `time() - x` compute the age at query time (Prometheus' naming guide).
-    o.gauge(
+    f.gauge(
         "innopilot_last_sample_timestamp_seconds",
         "Unix time of the last successful sample (absent before the first).",
         s.last_sample
@@ -495,163 +462,153 @@ pub fn render(s: &Snapshot, _now: Instant) -> String {
             s.sets_failed,
         ),
     ] {
-        o.family(name, "counter", help);
-        o.sample(name, &[], v as f64);
+        f.counter(name, help, Some(v));
     }
 
     // ---- signals ------------------------------------------------------------------
     if let Some(sig) = &s.signals {
         let x = &sig.sample;
         let trx = x.oldest_trx.as_ref();
-        o.gauge(
+        f.gauge(
             "innopilot_innodb_history_list_length",
             "Undo records not yet purged (InnoDB history list length).",
             u(sig.history_len),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_innodb_history_rate_per_second",
             "History derivative, records per second (least squares over sampler.window).",
             sig.history_rate,
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_fill_ratio",
             "Checkpoint age over the sync-flush point (1 = users wait for flushing).",
             sig.redo_fill,
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_fill_trend_ratio_per_second",
             "Slope of the redo fill ratio over the window.",
             sig.redo_fill_trend,
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_checkpoint_age_bytes",
             "Current LSN minus last checkpoint LSN.",
             u(x.redo.checkpoint_age),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_async_flush_point_bytes",
             "Checkpoint age where this server starts flushing ahead asynchronously.",
             u(x.redo.async_point),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_sync_flush_point_bytes",
             "Checkpoint age where this server flushes synchronously (users wait).",
             u(x.redo.sync_point),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_redo_capacity_bytes",
             "Configured redo log size.",
             u(x.redo.capacity),
         );
-        counter(
-            &mut o,
+        f.counter(
             "innopilot_redo_written_bytes_total",
             "Redo written since the server started (the LSN), bytes; rate() gives the write rate.",
-            u(x.redo.lsn),
+            x.redo.lsn,
         );
-        o.gauge(
+        f.gauge(
             "innopilot_buffer_pool_dirty_pages",
             "Modified pages in the buffer pool.",
             u(x.dirty_pages),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_buffer_pool_pages",
             "Pages in the buffer pool.",
             u(x.total_pages),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_buffer_pool_dirty_ratio",
             "Dirty pages over total pages.",
             sig.dirty_fraction,
         );
         // The server's own counters stay counters (as mysqld_exporter exports them):
         // rate() over any window beats a rate fixed to innopilot's interval.
-        counter(
-            &mut o,
+        f.counter(
             "innopilot_innodb_pages_flushed_total",
             "Pages written by flushing since the server started (Innodb_buffer_pool_pages_flushed).",
-            u(x.pages_flushed),
+            x.pages_flushed,
         );
-        counter(
-            &mut o,
+        f.counter(
             "innopilot_innodb_buffer_pool_wait_free_total",
             "Times a user thread waited for a free buffer-pool page (Innodb_buffer_pool_wait_free).",
-            u(x.free_page_waits),
+            x.free_page_waits,
         );
-        let rows: Vec<(&str, f64)> = [
+        let rows: Vec<(Vec<&str>, u64)> = [
             ("inserted", x.rows_inserted),
             ("updated", x.rows_updated),
             ("deleted", x.rows_deleted),
         ]
         .into_iter()
-        .filter_map(|(op, v)| Some((op, v? as f64)))
+        .filter_map(|(op, v)| Some((vec![op], v?)))
         .collect();
         if !rows.is_empty() {
-            o.family(
+            f.counters(
                 "innopilot_innodb_rows_total",
-                "counter",
                 "InnoDB rows changed since the server started, by operation (Innodb_rows_*).",
+                &["operation"],
+                rows,
             );
-            for (op, v) in rows {
-                o.sample("innopilot_innodb_rows_total", &[("operation", op)], v);
-            }
         }
-        counter(
-            &mut o,
+        f.counter(
             "innopilot_commits_total",
             "Commits since the server started (Com_commit).",
-            u(x.commits),
+            x.commits,
         );
-        o.gauge(
+        f.gauge(
             "innopilot_threads_running",
             "Threads_running.",
             u(x.threads_running),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_innodb_active_transactions",
             "Active InnoDB transactions.",
             Some(trx.and_then(|t| t.active_count).unwrap_or(0) as f64),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_oldest_transaction_start_timestamp_seconds",
             "Unix time the oldest active InnoDB transaction started (absent when there is none).",
             trx.map(|t| (x.unix_ms / 1000).saturating_sub(t.age_s) as f64),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_oldest_transaction_holds_read_view",
             "Whether the oldest transaction (probably) holds a read view that blocks purge.",
             Some(b(trx.is_some_and(|t| t.holds_read_view))),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_undo_tablespace_bytes",
             "Size of the undo tablespaces (absent when not visible from here).",
             u(x.undo_bytes),
         );
-        if let Some(t) = x.undo_truncations {
-            o.family(
-                "innopilot_undo_truncations_total",
-                "counter",
-                "Undo tablespace truncations since the server started.",
-            );
-            o.sample("innopilot_undo_truncations_total", &[], t as f64);
-        }
-        o.gauge(
+        f.counter(
+            "innopilot_undo_truncations_total",
+            "Undo tablespace truncations since the server started.",
+            x.undo_truncations,
+        );
+        f.gauge(
             "innopilot_replica",
             "Whether the server is a replica.",
             Some(b(x.is_replica)),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_replica_lag_seconds",
             "Seconds behind the source (absent when not a replica or unknown).",
             u(x.replica_lag_s),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_server_start_time_seconds",
             "Unix time the server started (from its Uptime).",
             x.uptime_s
                 .map(|up| (x.unix_ms / 1000).saturating_sub(up) as f64),
         );
-        o.gauge(
+        f.gauge(
             "innopilot_sample_round_trips",
             "Queries the last sample cost.",
             Some(x.round_trips as f64),
@@ -661,154 +618,104 @@ pub fn render(s: &Snapshot, _now: Instant) -> String {
     // ---- knobs --------------------------------------------------------------------
     // One family per unit: threads, bytes and seconds never share a metric.
     knob_families(
-        &mut o,
+        &f,
         "innopilot_knob",
         "in effect, as innopilot last read or set it (dry-run: would have set)",
         &s.knobs,
     );
     knob_families(
-        &mut o,
+        &f,
         "innopilot_knob_baseline",
         "found at start: what innopilot restores on exit",
         &s.baseline,
     );
-    o.family(
+    f.gauges(
         "innopilot_knob_managed",
-        "gauge",
         "Whether innopilot may change the knob ([knobs.*] manage).",
+        &["knob"],
+        Knob::ALL
+            .into_iter()
+            .map(|k| (vec![k.var_name()], b(s.managed.contains(&k)))),
     );
-    for k in Knob::ALL {
-        o.sample(
-            "innopilot_knob_managed",
-            &[("knob", k.var_name())],
-            b(s.managed.contains(&k)),
-        );
-    }
-    o.family(
+    f.gauges(
         "innopilot_knob_operator_owned",
-        "gauge",
         "Whether someone else changed the knob during this run, so innopilot leaves it alone.",
+        &["knob"],
+        Knob::ALL
+            .into_iter()
+            .map(|k| (vec![k.var_name()], b(s.operator_owned.contains(&k)))),
     );
-    for k in Knob::ALL {
-        o.sample(
-            "innopilot_knob_operator_owned",
-            &[("knob", k.var_name())],
-            b(s.operator_owned.contains(&k)),
-        );
-    }
 
     // ---- decisions, events, errors --------------------------------------------------
     let t = &s.telemetry;
-    o.family(
-        "innopilot_decisions_total",
-        "counter",
-        "Decisions written to the audit log, by policy, knob and outcome.",
-    );
     // Once a policy has decided about a knob, every outcome of that pair has a series
     // (0 until it happens), so `increase(...{outcome="failed"}[10m])` sees the first
     // failure. Pairs that never decided stay absent: policies × knobs × outcomes of
     // zeros would be noise.
-    let mut decisions: BTreeMap<(String, Knob, String), u64> = BTreeMap::new();
+    let mut decisions: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
     for (policy, knob, _) in t.decisions.keys() {
         for outcome in DECISION_OUTCOMES {
-            decisions.insert((policy.clone(), *knob, outcome.to_string()), 0);
+            decisions.insert((policy, knob.var_name(), outcome), 0);
         }
     }
-    for (key, n) in &t.decisions {
-        decisions.insert(key.clone(), *n);
+    for ((policy, knob, outcome), n) in &t.decisions {
+        decisions.insert((policy, knob.var_name(), outcome), *n);
     }
-    for ((policy, knob, outcome), n) in &decisions {
-        o.sample(
-            "innopilot_decisions_total",
-            &[
-                ("policy", policy),
-                ("knob", knob.var_name()),
-                ("outcome", outcome),
-            ],
-            *n as f64,
-        );
-    }
-    o.family(
+    f.counters(
+        "innopilot_decisions_total",
+        "Decisions written to the audit log, by policy, knob and outcome.",
+        &["policy", "knob", "outcome"],
+        decisions
+            .into_iter()
+            .map(|((policy, knob, outcome), n)| (vec![policy, knob, outcome], n)),
+    );
+    // Every event and error kind, zero or not: a series that appears only with the
+    // first occurrence makes `increase()` miss it.
+    let events = AUDIT_EVENTS
+        .into_iter()
+        .map(|e| (e, 0))
+        .chain(t.events.iter().map(|(e, n)| (e.as_str(), *n)));
+    f.counters(
         "innopilot_audit_events_total",
-        "counter",
         "Audit log records, by event.",
+        &["event"],
+        events
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .map(|(e, n)| (vec![e], n)),
     );
-    for event in AUDIT_EVENTS {
-        let n = t.events.get(event).copied().unwrap_or(0);
-        o.sample(
-            "innopilot_audit_events_total",
-            &[("event", event)],
-            n as f64,
-        );
-    }
-    for (event, n) in t
-        .events
-        .iter()
-        .filter(|(e, _)| !AUDIT_EVENTS.contains(&e.as_str()))
-    {
-        o.sample(
-            "innopilot_audit_events_total",
-            &[("event", event)],
-            *n as f64,
-        );
-    }
-    o.family(
+    let errors = ERROR_KINDS
+        .into_iter()
+        .map(|k| (k, 0))
+        .chain(t.errors.iter().map(|(k, n)| (*k, *n)));
+    f.counters(
         "innopilot_errors_total",
-        "counter",
         "Errors, by kind: connect, timeout, lost, query, denied, unexpected, not_settable, unsupported, audit, state_file.",
+        &["kind"],
+        errors.collect::<BTreeMap<_, _>>().into_iter().map(|(k, n)| (vec![k], n)),
     );
-    // Every kind, zero or not: a series that appears only with the first error
-    // makes `increase()` miss that error.
-    for kind in ERROR_KINDS {
-        let n = t.errors.get(kind).copied().unwrap_or(0);
-        o.sample("innopilot_errors_total", &[("kind", kind)], n as f64);
-    }
-    for (kind, n) in t.errors.iter().filter(|(k, _)| !ERROR_KINDS.contains(k)) {
-        o.sample("innopilot_errors_total", &[("kind", kind)], *n as f64);
-    }
-    o.family(
+    f.counters(
         "innopilot_config_reloads_total",
-        "counter",
         "Configuration reloads (SIGHUP), by result.",
+        &["result"],
+        [
+            (vec!["applied"], t.reloads_ok),
+            (vec!["rejected"], t.reloads_failed),
+        ],
     );
-    o.sample(
-        "innopilot_config_reloads_total",
-        &[("result", "applied")],
-        t.reloads_ok as f64,
-    );
-    o.sample(
-        "innopilot_config_reloads_total",
-        &[("result", "rejected")],
-        t.reloads_failed as f64,
-    );
-    o.gauge(
+    f.gauge(
         "innopilot_config_last_reload_successful",
         "Whether the last reload was applied (1 before any reload).",
         Some(b(t.last_reload_ok)),
     );
+    // The telemetry's histogram itself (its observations are the controller's).
+    f.add(Ok(t.sample_duration.clone()));
 
-    let h = &t.sample_duration;
-    let name = "innopilot_sample_duration_seconds";
-    o.family(
-        name,
-        "histogram",
-        "Wall time of one sample of the server (all its queries).",
-    );
-    for (le, c) in h.cumulative() {
-        o.sample(
-            &format!("{name}_bucket"),
-            &[("le", &fmt_value(le))],
-            c as f64,
-        );
+    let mut text = String::with_capacity(8 * 1024);
+    if let Err(e) = TextEncoder::new().encode_utf8(&f.registry.gather(), &mut text) {
+        tracing::error!("encoding /metrics: {e}");
     }
-    o.sample(
-        &format!("{name}_bucket"),
-        &[("le", "+Inf")],
-        h.count() as f64,
-    );
-    o.sample(&format!("{name}_sum"), &[], h.sum());
-    o.sample(&format!("{name}_count"), &[], h.count() as f64);
-    o.text
+    text
 }
 
 #[cfg(test)]
@@ -822,8 +729,8 @@ mod tests {
         t.count_decision("watermark", Knob::PurgeThreads, "applied");
         t.count_decision("watermark", Knob::PurgeThreads, "applied");
         t.count_error("timeout");
-        t.sample_duration.observe(0.003);
-        t.sample_duration.observe(0.2);
+        t.observe_sample_duration(0.003);
+        t.observe_sample_duration(0.2);
         Snapshot {
             phase: Phase::Running,
             connected: true,
@@ -859,7 +766,7 @@ mod tests {
     #[test]
     fn renders_families_and_labels() {
         let s = snapshot();
-        let text = render(&s, Instant::now());
+        let text = render(&s);
         for want in [
             "innopilot_up 1",
             "innopilot_innodb_history_list_length 1234",
@@ -879,9 +786,9 @@ mod tests {
             // that decided has every outcome.
             "innopilot_errors_total{kind=\"connect\"} 0",
             "innopilot_audit_events_total{event=\"restore\"} 0",
-            "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"failed\"} 0",
+            "innopilot_decisions_total{knob=\"innodb_purge_threads\",outcome=\"failed\",policy=\"watermark\"} 0",
             "innopilot_knob_operator_owned{knob=\"innodb_io_capacity\"} 1",
-            "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"applied\"} 2",
+            "innopilot_decisions_total{knob=\"innodb_purge_threads\",outcome=\"applied\",policy=\"watermark\"} 2",
             "innopilot_errors_total{kind=\"timeout\"} 1",
             "innopilot_sample_duration_seconds_bucket{le=\"0.005\"} 1",
             "innopilot_sample_duration_seconds_bucket{le=\"0.25\"} 2",
@@ -913,7 +820,13 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut s = snapshot();
+        s.server = Some("Odd\"Server\\ 1\n2".into());
+        let text = render(&s);
+        assert!(
+            text.contains(r#"innopilot_server_info{flavor="odd\"server\\",version="1\n2"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]
@@ -939,14 +852,41 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative() {
-        let mut h = Histogram::default();
-        for v in [0.0005, 0.002, 0.002, 3.0, f64::NAN, -1.0] {
-            h.observe(v);
+        let mut t = Telemetry::new();
+        for v in [0.0005, 0.002, 0.002, 3.0, f64::NAN, -1.0, f64::INFINITY] {
+            t.observe_sample_duration(v);
         }
-        assert_eq!(h.count(), 4);
-        let c = h.cumulative();
-        assert_eq!(c[0], (0.001, 1));
-        assert_eq!(c[1], (0.0025, 3));
-        assert_eq!(c.last().unwrap().1, 3, "3 s is only in +Inf");
+        let s = Snapshot {
+            telemetry: t,
+            ..Snapshot::default()
+        };
+        let text = render(&s);
+        for want in [
+            "innopilot_sample_duration_seconds_bucket{le=\"0.001\"} 1",
+            "innopilot_sample_duration_seconds_bucket{le=\"0.0025\"} 3",
+            // 3 s is only in +Inf.
+            "innopilot_sample_duration_seconds_bucket{le=\"2.5\"} 3",
+            "innopilot_sample_duration_seconds_bucket{le=\"+Inf\"} 4",
+            "innopilot_sample_duration_seconds_sum 3.0045",
+            "innopilot_sample_duration_seconds_count 4",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_family_has_help_and_type() {
+        let text = render(&snapshot());
+        let mut help = BTreeSet::new();
+        let mut types = BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                help.insert(rest.split(' ').next().unwrap().to_string());
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                types.insert(rest.split(' ').next().unwrap().to_string());
+            }
+        }
+        assert_eq!(help, types);
+        assert!(types.len() > 30, "{types:?}");
     }
 }

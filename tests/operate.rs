@@ -77,7 +77,7 @@ async fn live_run_serves_metrics_and_health_follows_the_server() {
     let listen = format!("127.0.0.1:{port}");
     let child = run.spawn(&db.dsn(), &["--listen", &listen]);
 
-    let applied = "innopilot_decisions_total{policy=\"watermark\",knob=\"innodb_purge_threads\",outcome=\"applied\"}";
+    let applied = "innopilot_decisions_total{knob=\"innodb_purge_threads\",outcome=\"applied\",policy=\"watermark\"}";
     let body = wait_metrics(
         port,
         "an applied watermark decision and rates in /metrics",

@@ -529,8 +529,7 @@ impl<S: Server> Controller<S> {
         self.stats.samples_ok += 1;
         self.report.unix_ms = Some(sample.unix_ms);
         self.telemetry
-            .sample_duration
-            .observe(sample.duration_ms / 1000.0);
+            .observe_sample_duration(sample.duration_ms / 1000.0);
         self.last_sample_at = Some(Instant::now());
         // Compared with the last sample of the previous life we saw, so a restart during
         // an outage is noticed however short it was.
