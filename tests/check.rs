@@ -6,23 +6,9 @@ mod common;
 
 use std::time::Duration;
 
+use common::configs::TestConfig;
 use common::run::{http_get, signal, wait_exit, Run};
 use common::{eventually, free_port, MariaDb};
-
-const CONFIG: &str = r#"
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-
-[http]
-stale_after = "2s"
-
-[check]
-max_history_records = 3000
-"#;
 
 async fn wait_check(port: u16, want: u16, limit: Duration) -> serde_json::Value {
     let body = eventually(
@@ -43,7 +29,12 @@ async fn wait_check(port: u16, want: u16, limit: Duration) -> serde_json::Value 
 async fn check_throttles_under_a_held_read_view_and_clears_after() {
     let db = MariaDb::new();
     db.prepare_table(20_000).await;
-    let run = Run::with_config(CONFIG);
+    let config = TestConfig::new()
+        .restore_timeout("10s")
+        .section("[http]\nstale_after = \"2s\"")
+        .section("[check]\nmax_history_records = 3000")
+        .build();
+    let run = Run::with_config(&config);
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = run.spawn(&db.dsn(), &["--dry-run", "--listen", &listen]);

@@ -4,31 +4,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::run::{signal, wait_exit, Run};
+use common::configs::TestConfig;
+use common::run::{http_get, signal, wait_exit, Run};
 use common::{eventually, free_port, required_binary, MariaDb};
 
-const CONFIG: &str = r#"
-[sampler]
-interval = "500ms"
-window = "5s"
-
-[control]
-restore_timeout = "10s"
-"#;
-
 fn scrape(port: u16) -> Option<String> {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_once("\r\n\r\n").map(|x| x.1.to_string())
+    http_get(port, "/metrics").map(|(_, body)| body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,7 +21,7 @@ async fn a_live_scrape_passes_promtool_check_metrics() {
     let promtool = required_binary("promtool");
     let db = MariaDb::new();
     db.prepare_table(5_000).await;
-    let run = Run::with_config(CONFIG);
+    let run = Run::with_config(&TestConfig::new().restore_timeout("10s").build());
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = run.spawn(&db.dsn(), &["--dry-run", "--listen", &listen]);
