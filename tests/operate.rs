@@ -465,7 +465,7 @@ async fn diagnose_names_the_read_view_holder_not_an_older_write_only_transaction
     assert!(!text.contains(&format!("KILL {a_id};")), "{text}");
     assert!(
         text.contains(&format!(
-            "Purge is blocked by a read-only transaction (connection {b_id}"
+            "Purge is blocked by a read-only transaction (connection {b_id}, root@127.0.0.1:"
         )),
         "{text}"
     );

@@ -506,15 +506,20 @@ fn purge(f: &Facts) -> Vec<Finding> {
         // The account and isolation come from the oldest transaction's row: only
         // shown when that is the holder.
         let oldest = trx.filter(|_| c.is_oldest);
-        let account = oldest
-            .map(|t| {
-                format!(
-                    ", {}@{}",
-                    t.user.as_deref().unwrap_or("?"),
-                    t.host.as_deref().unwrap_or("?")
-                )
-            })
-            .unwrap_or_default();
+        let user = oldest
+            .and_then(|t| t.user.clone())
+            .or_else(|| session.and_then(|s| s.user.clone()));
+        let host = oldest
+            .and_then(|t| t.host.clone())
+            .or_else(|| session.and_then(|s| s.host.clone()));
+        let account = match (&user, &host) {
+            (None, None) => String::new(),
+            (u, h) => format!(
+                ", {}@{}",
+                u.as_deref().unwrap_or("?"),
+                h.as_deref().unwrap_or("?")
+            ),
+        };
         let stmt_txt = match &statement {
             Some(q) if q.trim_end().ends_with(['.', ';']) => format!("It is running: {q}"),
             Some(q) => format!("It is running: {q}."),
@@ -566,8 +571,8 @@ fn purge(f: &Facts) -> Vec<Finding> {
             "confirmed": c.confirmed.is_ok(),
             "unconfirmed_reason": c.confirmed.as_ref().err(),
             "sees_below": c.confirmed.as_ref().ok(),
-            "user": oldest.and_then(|t| t.user.clone()),
-            "host": oldest.and_then(|t| t.host.clone()),
+            "user": user,
+            "host": host,
             "age_s": c.age_s,
             "isolation": oldest.and_then(|t| t.isolation.clone()),
             "command": session.and_then(|s| s.command.clone()).or_else(|| oldest.and_then(|t| t.command.clone())),
@@ -1098,6 +1103,8 @@ mod tests {
             vars,
             status: BTreeMap::new(),
             culprit_session: Some(SessionInfo {
+                user: None,
+                host: None,
                 command: Some("Sleep".into()),
                 time_s: Some(40),
                 state: None,

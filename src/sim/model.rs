@@ -1030,6 +1030,8 @@ impl Model {
                 time_s: Some((t - v.start_s).max(0.0) as u64),
                 state: Some("Sending data".into()),
                 info: cut(VIEW_STATEMENT),
+                user: Some("report".into()),
+                host: Some("batch.sim".into()),
             });
         }
         if id == APP_SESSION && self.threads_running > 0.0 {
@@ -1038,6 +1040,8 @@ impl Model {
                 time_s: Some(0),
                 state: Some("Updating".into()),
                 info: cut(APP_STATEMENT),
+                user: Some("app".into()),
+                host: Some("app.sim".into()),
             });
         }
         self.wait_sessions.contains(&id).then(|| SessionInfo {
@@ -1045,6 +1049,8 @@ impl Model {
             time_s: None,
             state: Some("Waiting for purge".into()),
             info: cut("SET GLOBAL innodb_max_purge_lag_wait"),
+            user: Some("innopilot".into()),
+            host: Some("localhost".into()),
         })
     }
 
