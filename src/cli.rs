@@ -204,8 +204,9 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
-        /// Also read SHOW ENGINE INNODB STATUS once (under server.query_timeout; it can
-        /// hang on a struggling server).
+        /// Also show the purge and log lines of SHOW ENGINE INNODB STATUS. It is read
+        /// once (under server.query_timeout; it can hang on a struggling server)
+        /// whenever a transaction is open anyway, to confirm which holds the read view.
         #[arg(long)]
         engine_status: bool,
         /// Samples to take, one interval apart (at least 2, so rates are real).

@@ -413,6 +413,106 @@ async fn diagnose_json_names_the_transaction_that_blocks_purge() {
     view.release().await;
 }
 
+/// `innopilot diagnose` (text, or JSON with `--json`) against `dsn`, with three samples
+/// half a second apart; panics unless it exits 0.
+async fn run_diagnose(dsn: String, json: bool) -> String {
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = Command::new(innopilot_bin());
+        c.args(["diagnose", "--samples", "3", "--interval", "500ms"]);
+        if json {
+            c.arg("--json");
+        }
+        c.arg("--dsn").arg(dsn).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnose_names_the_read_view_holder_not_an_older_write_only_transaction() {
+    let db = MariaDb::new();
+    db.prepare_table(10_000).await;
+    // A: the oldest transaction, idle after a write, without a read view (an UPDATE
+    // reads the latest committed rows and opens no view). It writes a table of its
+    // own: a row lock on test.t would stall the update load behind it.
+    db.exec("CREATE TABLE test.a (id INT PRIMARY KEY, k INT) ENGINE=InnoDB; INSERT INTO test.a VALUES (1, 0)")
+        .await;
+    let mut a = db.connect().await;
+    let a_id: u64 = common::scalar_string_on(&mut a, "SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    common::exec_on(&mut a, "START TRANSACTION").await.unwrap();
+    common::exec_on(&mut a, "UPDATE test.a SET k = k + 1 WHERE id = 1")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // B: younger, with a consistent snapshot; history made after it is blocked.
+    let view = db.hold_read_view().await;
+    let b_id = view.connection_id();
+    let load = db.spawn_update_load(2);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let text = run_diagnose(db.dsn(), false).await;
+    let json = run_diagnose(db.dsn(), true).await;
+    load.stop().await;
+    assert!(db.history_list_length().await > 0, "the test needs history");
+    assert!(text.contains(&format!("KILL {b_id};")), "{text}");
+    assert!(!text.contains(&format!("KILL {a_id};")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Purge is blocked by a read-only transaction (connection {b_id}, root@127.0.0.1:"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("connection {a_id}")), "{text}");
+    assert!(!text.contains("unconfirmed"), "{text}");
+    assert!(!text.contains("seed 0"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let blocked = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "purge_blocked")
+        .unwrap_or_else(|| panic!("no purge_blocked finding in {v:#}"));
+    assert_eq!(blocked["details"]["thread_id"], b_id, "{blocked:#}");
+    assert_eq!(blocked["details"]["confirmed"], true, "{blocked:#}");
+    // B has no transaction id (read-only): null, never a placeholder "0".
+    assert!(blocked["details"]["trx_id"].is_null(), "{blocked:#}");
+    common::exec_on(&mut a, "ROLLBACK").await.unwrap();
+    view.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnose_raises_no_alarm_over_an_empty_history() {
+    let db = MariaDb::new();
+    db.prepare_table(100).await;
+    eventually(
+        "the history purged to 0",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || async { (db.history_list_length().await == 0).then_some(()) },
+    )
+    .await;
+    let view = db.hold_read_view().await;
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let text = run_diagnose(db.dsn(), false).await;
+    assert_eq!(
+        db.history_list_length().await,
+        0,
+        "the test needs no history"
+    );
+    assert!(!text.contains("cannot shrink"), "{text}");
+    assert!(!text.contains("KILL"), "{text}");
+    assert!(!text.contains("Purge is blocked"), "{text}");
+    assert!(text.contains("nothing to purge"), "{text}");
+    view.release().await;
+}
+
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }

@@ -8,8 +8,9 @@
 //! rate, whether a read view blocks it and which transaction holds it, with its
 //! statement), undo (sizes, truncation), the buffer-pool dump/load settings (seed 004,
 //! and seed 000's cold restart), and replication lag. `SHOW ENGINE INNODB STATUS` is
-//! read only with `--engine-status`, once, under `server.query_timeout` (seed 004 saw
-//! it hang for minutes).
+//! read once, under `server.query_timeout`, when a transaction is open (to confirm
+//! which one holds the oldest read view: [`read_view_holders`]; the oldest transaction
+//! need not hold one) or with `--engine-status` (seed 004 saw it hang for minutes).
 //!
 //! Gathering ([`gather`]) talks to the server, through the [`Server`] trait only, so it
 //! runs on the simulator and on a recording too (what a recording cannot tell is left
@@ -137,6 +138,122 @@ pub enum EngineStatus {
     Failed(String),
 }
 
+/// One transaction of SHOW ENGINE INNODB STATUS that holds a read view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ViewHolder {
+    /// The InnoDB transaction id; `None` for a read-only transaction (printed by its
+    /// address, it has no id yet).
+    pub trx_id: Option<u64>,
+    /// The connection (`MariaDB thread id` / `MySQL thread id`); `None` for a
+    /// background transaction.
+    pub thread_id: Option<u64>,
+    /// `ACTIVE N sec`.
+    pub age_s: Option<u64>,
+    /// The `sees < Y` limit of its read view: history of transactions from `Y` on
+    /// cannot be purged while the view lives.
+    pub sees_below: u64,
+}
+
+/// Every transaction with a read view in the TRANSACTIONS section of SHOW ENGINE
+/// INNODB STATUS, in the order printed. Blocks look like (MariaDB 10.11):
+///
+/// ```text
+/// ---TRANSACTION (0x7f8944973680), ACTIVE 2 sec
+/// 0 lock struct(s), heap size 1128, 0 row lock(s)
+/// MariaDB thread id 5, OS thread handle 140227529299648, query id 14 localhost root User sleep
+/// SELECT SLEEP(30)
+/// Trx read view will not see trx with id >= 23, sees < 23
+/// ```
+///
+/// (MySQL prints `---TRANSACTION 421..., ACTIVE` and `MySQL thread id`.) Only lines
+/// that match exactly, with integers, are taken, so a statement's text cannot pose as
+/// a read view unless it spells one out; the thread id is the first integer after
+/// `thread id`.
+pub fn read_view_holders(text: &str) -> Vec<ViewHolder> {
+    struct Block {
+        trx_id: Option<u64>,
+        thread_id: Option<u64>,
+        age_s: Option<u64>,
+        sees_below: Option<u64>,
+    }
+    fn flush(b: Option<Block>, out: &mut Vec<ViewHolder>) {
+        if let Some(Block {
+            trx_id,
+            thread_id,
+            age_s,
+            sees_below: Some(sees_below),
+        }) = b
+        {
+            out.push(ViewHolder {
+                trx_id,
+                thread_id,
+                age_s,
+                sees_below,
+            });
+        }
+    }
+    fn leading_u64(s: &str) -> Option<u64> {
+        let d: String = s.chars().take_while(char::is_ascii_digit).collect();
+        d.parse().ok()
+    }
+    let mut out = Vec::new();
+    let mut cur: Option<Block> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("---TRANSACTION ") {
+            flush(cur.take(), &mut out);
+            let age_s = rest
+                .split_once(", ACTIVE ")
+                .and_then(|(_, a)| leading_u64(a));
+            cur = Some(Block {
+                trx_id: leading_u64(rest).filter(|id| *id > 0),
+                thread_id: None,
+                age_s,
+                sees_below: None,
+            });
+            continue;
+        }
+        // A line of dashes closes the section (and with it the last block).
+        if line.len() >= 4 && line.bytes().all(|b| b == b'-') {
+            flush(cur.take(), &mut out);
+            continue;
+        }
+        let Some(b) = cur.as_mut() else { continue };
+        if b.thread_id.is_none() {
+            for p in ["MariaDB thread id ", "MySQL thread id "] {
+                if let Some(rest) = line.strip_prefix(p) {
+                    b.thread_id = leading_u64(rest);
+                }
+            }
+        }
+        if let Some(rest) = line.strip_prefix("Trx read view will not see trx with id >= ") {
+            if let Some((lo, hi)) = rest.trim_end().split_once(", sees < ") {
+                if let (Ok(_), Ok(hi)) = (lo.parse::<u64>(), hi.parse::<u64>()) {
+                    b.sees_below = Some(hi);
+                }
+            }
+        }
+    }
+    flush(cur, &mut out);
+    out
+}
+
+/// The read view that holds purge back: the one with the oldest (lowest) `sees <`
+/// limit; ties go to the transaction printed first.
+pub fn blocking_view(holders: &[ViewHolder]) -> Option<&ViewHolder> {
+    holders.iter().min_by_key(|h| h.sees_below)
+}
+
+/// Whether the transaction that holds purge back could be confirmed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Holder {
+    /// Read from the per-transaction read-view lines of SHOW ENGINE INNODB STATUS.
+    Confirmed(ViewHolder),
+    /// SHOW ENGINE INNODB STATUS answered and no transaction holds a read view.
+    NoView,
+    /// It could not be read; why.
+    Unconfirmed(String),
+}
+
 /// Everything the rules look at.
 #[derive(Debug, Clone)]
 pub struct Facts {
@@ -146,9 +263,13 @@ pub struct Facts {
     pub vars: BTreeMap<String, String>,
     /// Lower-cased status name → value.
     pub status: BTreeMap<String, String>,
-    /// The process-list row of the oldest transaction's connection.
+    /// The process-list row of the connection that holds purge back (the confirmed
+    /// holder, else the oldest transaction's).
     pub culprit_session: Option<SessionInfo>,
     pub engine_status: Option<EngineStatus>,
+    /// Who holds the oldest read view, as far as it could be confirmed; `None` when
+    /// no transaction is open that could hold one.
+    pub holder: Option<Holder>,
     /// `policy.replica.max_lag`, the lag above which a replica counts as lagging.
     pub max_lag: Duration,
     /// `policy.purge_rate.min_view_age`: a read view younger than this does not count
@@ -175,6 +296,15 @@ fn mib(bytes: u64) -> String {
         format!("{m:.0} MiB")
     } else {
         format!("{m:.1} MiB")
+    }
+}
+
+/// A byte rate; small rates in KiB/s, so a slow rate never reads "0.0 MiB/s".
+fn per_s(bytes_per_s: f64) -> String {
+    if bytes_per_s < 0.1 * 1024.0 * 1024.0 {
+        format!("{:.0} KiB", bytes_per_s / 1024.0)
+    } else {
+        mib(bytes_per_s as u64)
     }
 }
 
@@ -222,13 +352,16 @@ fn flushing(f: &Facts) -> Vec<Finding> {
     };
     let fill = age as f64 / sync as f64;
     let async_point = r.async_point.unwrap_or(sync / 8 * 7);
+    // Below 1 KiB/s the rate is background noise: a projection from it would be a
+    // number without meaning.
+    let rate = rate.filter(|r| *r >= 1024.0);
     let headroom_min = rate
         .filter(|r| *r > 0.0)
         .map(|r| sync.saturating_sub(age) as f64 / r / 60.0);
     let headroom = match (headroom_min, rate) {
         (Some(m), Some(r)) => format!(
             "; at the current redo rate ({}/s) the sync point is {:.1} minutes away",
-            mib(r as u64),
+            per_s(r),
             m
         ),
         _ => "; no redo is being written right now".into(),
@@ -307,7 +440,7 @@ fn flushing(f: &Facts) -> Vec<Finding> {
                 "{knob} is {}; the flushable part ({}) fills in {fill_minutes:.1} minutes at {}/s. Redo space exists to absorb peaks: with less than a few minutes of headroom, flushing cannot be smooth.",
                 mib(cap),
                 mib(sync),
-                mib(r as u64)
+                per_s(r)
             ));
             if want > cap {
                 x = x.todo(if dynamic {
@@ -345,11 +478,13 @@ fn purge(f: &Facts) -> Vec<Finding> {
     // The purge-rate policy's split of history into purgeable and blocked (an
     // estimate that errs toward "blocked"), with the configured minimum view age.
     let est = crate::signals::purge::estimate(s, f.min_view_age);
+    let culprit = culprit(f);
     // Where the estimate exists it decides: a view that holds back nothing (0 records
-    // blocked) is not reported as blocking purge, whatever the history's trend.
-    let blocking = trx.filter(|t| {
-        t.holds_read_view
-            && t.age_s >= f.min_view_age.as_secs()
+    // blocked) is not reported as blocking purge, whatever the history's trend. With
+    // nothing in the history there is nothing to purge, so nothing is blocked.
+    let blocking = culprit.as_ref().filter(|c| {
+        h > 0
+            && c.age_s >= f.min_view_age.as_secs()
             && match est.as_ref() {
                 Some(e) => e.is_blocked() || (e.blocked > 0 && rate.is_none_or(|r| r >= 0.0)),
                 None => rate.is_none_or(|r| r >= 0.0),
@@ -365,52 +500,82 @@ fn purge(f: &Facts) -> Vec<Finding> {
             )
         })
         .unwrap_or_default();
-    if let Some(t) = blocking {
+    if let Some(c) = blocking {
         let session = f.culprit_session.as_ref();
         let statement = session.and_then(|s| s.info.clone());
-        let account = format!(
-            "{}@{}",
-            t.user.as_deref().unwrap_or("?"),
-            t.host.as_deref().unwrap_or("?")
-        );
+        // The account and isolation come from the oldest transaction's row: only
+        // shown when that is the holder.
+        let oldest = trx.filter(|_| c.is_oldest);
+        let user = oldest
+            .and_then(|t| t.user.clone())
+            .or_else(|| session.and_then(|s| s.user.clone()));
+        let host = oldest
+            .and_then(|t| t.host.clone())
+            .or_else(|| session.and_then(|s| s.host.clone()));
+        let account = match (&user, &host) {
+            (None, None) => String::new(),
+            (u, h) => format!(
+                ", {}@{}",
+                u.as_deref().unwrap_or("?"),
+                h.as_deref().unwrap_or("?")
+            ),
+        };
         let stmt_txt = match &statement {
-            Some(q) => format!("It is running: {q}"),
+            Some(q) if q.trim_end().ends_with(['.', ';']) => format!("It is running: {q}"),
+            Some(q) => format!("It is running: {q}."),
             None => "It runs no statement now: idle in an open transaction (the application began it and did not commit; `performance_schema` would show its last statement).".into(),
         };
-        let severity = if h > 1_000_000 || t.age_s > 3600 {
+        let severity = if h > 1_000_000 || c.age_s > 3600 {
             Severity::Critical
         } else {
             Severity::Warning
         };
-        let thread = t.thread_id;
-        let mut x = Finding::new(
-            "purge",
-            "purge_blocked",
-            severity,
-            format!(
-                "Purge is blocked by {} (connection {}, {account}), open for {} s",
-                crate::commands::drain::trx_name(&t.trx_id),
-                thread.map(|i| i.to_string()).unwrap_or_else(|| "?".into()),
-                t.age_s
+        let thread = c.thread_id;
+        let name = crate::commands::drain::trx_name(c.trx_id.as_deref().unwrap_or(""));
+        let conn = thread.map(|i| i.to_string()).unwrap_or_else(|| "?".into());
+        let command = session
+            .and_then(|s| s.command.clone())
+            .or_else(|| oldest.and_then(|t| t.command.clone()));
+        let view_txt = match (&c.confirmed, oldest.and_then(|t| t.isolation.as_deref())) {
+            (Ok(sees), Some(iso)) => {
+                format!("Its read view ({iso} isolation, sees transactions < {sees})")
+            }
+            (Ok(sees), None) => format!("Its read view (sees transactions < {sees})"),
+            (Err(_), iso) => format!(
+                "Its isolation level ({}) suggests a read view, which",
+                iso.unwrap_or("?")
             ),
-        )
+        };
+        let title = match &c.confirmed {
+            Ok(_) => format!("Purge is blocked by {name} (connection {conn}{account}), open for {} s", c.age_s),
+            Err(_) => format!("Purge may be blocked by {name} (connection {conn}{account}), open for {} s: unconfirmed", c.age_s),
+        };
+        let unconfirmed = match &c.confirmed {
+            Ok(_) => String::new(),
+            Err(why) => format!(" Unconfirmed: {why}. An old transaction does not always hold a read view (an idle write-only one does not), so no KILL is given; run diagnose again where SHOW ENGINE INNODB STATUS can be read (it needs the PROCESS privilege)."),
+        };
+        let mut x = Finding::new("purge", "purge_blocked", severity, title)
         .why(format!(
-            "Its read view ({} isolation, command {}) keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} records, {rate_txt}.{split} {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O (seed 000).",
-            t.isolation.as_deref().unwrap_or("?"),
-            t.command.as_deref().unwrap_or("?"),
+            "{view_txt} keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} records, {rate_txt}.{split} {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O.{unconfirmed}{}",
+            command.map(|c| format!(" Command: {c}.")).unwrap_or_default(),
         ))
         .todo("Find out why it is open (the statement, the application behind the account) and end it; long reads belong on a replica or in READ COMMITTED. If it is safe to end it now, kill the connection.".to_string());
-        if let Some(id) = thread {
+        // Only a confirmed holder gets a KILL: killing the wrong connection rolls its
+        // work back and purge still does not move.
+        if let (Some(id), Ok(_)) = (thread, &c.confirmed) {
             x = x.sql(format!("KILL {id};"));
         }
         x.details = json!({
-            "trx_id": t.trx_id,
+            "trx_id": c.trx_id,
             "thread_id": thread,
-            "user": t.user,
-            "host": t.host,
-            "age_s": t.age_s,
-            "isolation": t.isolation,
-            "command": session.and_then(|s| s.command.clone()).or_else(|| t.command.clone()),
+            "confirmed": c.confirmed.is_ok(),
+            "unconfirmed_reason": c.confirmed.as_ref().err(),
+            "sees_below": c.confirmed.as_ref().ok(),
+            "user": user,
+            "host": host,
+            "age_s": c.age_s,
+            "isolation": oldest.and_then(|t| t.isolation.clone()),
+            "command": session.and_then(|s| s.command.clone()).or_else(|| oldest.and_then(|t| t.command.clone())),
             "state": session.and_then(|s| s.state.clone()),
             "statement": statement,
             "history_len": h,
@@ -452,18 +617,82 @@ fn purge(f: &Facts) -> Vec<Finding> {
         Severity::Ok,
         format!("History {h} records, {rate_txt}"),
     );
-    if let Some(t) = trx.filter(|t| t.holds_read_view) {
-        x.explanation = format!(
-            "The oldest transaction ({}, connection {}, {} s) holds a read view but is young.",
-            t.trx_id,
-            t.thread_id
-                .map(|i| i.to_string())
-                .unwrap_or_else(|| "?".into()),
-            t.age_s
-        );
+    if let Some(c) = culprit {
+        let conn = c
+            .thread_id
+            .map(|i| i.to_string())
+            .unwrap_or_else(|| "?".into());
+        let name = crate::commands::drain::trx_name(c.trx_id.as_deref().unwrap_or(""));
+        x.explanation = if h == 0 {
+            format!("The history is empty: nothing to purge, so {name} (connection {conn}, {} s) blocks nothing.", c.age_s)
+        } else {
+            format!(
+                "The oldest read view ({name}, connection {conn}, {} s{}) holds back little or nothing.",
+                c.age_s,
+                if c.confirmed.is_ok() { "" } else { ", unconfirmed" }
+            )
+        };
     }
     out.push(x);
     out
+}
+
+/// The transaction taken to hold the oldest read view.
+struct Culprit {
+    /// `None` for a read-only transaction (no id yet; MariaDB shows "0").
+    trx_id: Option<String>,
+    thread_id: Option<u64>,
+    age_s: u64,
+    /// `Ok(sees_below)` when confirmed from SHOW ENGINE INNODB STATUS, else why not.
+    confirmed: Result<u64, String>,
+    /// Whether it is the oldest transaction of the sample (whose account and
+    /// isolation are known).
+    is_oldest: bool,
+}
+
+/// A transaction id worth printing: MariaDB reports read-only transactions as "0".
+fn real_trx_id(id: &str) -> Option<String> {
+    (!id.is_empty() && id != "0").then(|| id.to_string())
+}
+
+/// The confirmed holder of the oldest read view; failing confirmation, the oldest
+/// transaction when its isolation level and command suggest a view (a suspect only).
+fn culprit(f: &Facts) -> Option<Culprit> {
+    let trx = f.signals.sample.oldest_trx.as_ref();
+    let suspect = |why: String| {
+        trx.filter(|t| t.holds_read_view).map(|t| Culprit {
+            trx_id: real_trx_id(&t.trx_id),
+            thread_id: t.thread_id,
+            age_s: t.age_s,
+            confirmed: Err(why),
+            is_oldest: true,
+        })
+    };
+    match &f.holder {
+        Some(Holder::Confirmed(v)) => {
+            let oldest = trx.filter(|t| t.thread_id.is_some() && t.thread_id == v.thread_id);
+            Some(Culprit {
+                trx_id: v
+                    .trx_id
+                    .map(|i| i.to_string())
+                    .or_else(|| oldest.and_then(|t| real_trx_id(&t.trx_id))),
+                thread_id: v.thread_id,
+                age_s: v.age_s.or(oldest.map(|t| t.age_s)).unwrap_or(0),
+                confirmed: match v.thread_id {
+                    Some(_) => Ok(v.sees_below),
+                    None => Err(
+                        "the oldest read view belongs to a transaction without a connection".into(),
+                    ),
+                },
+                is_oldest: oldest.is_some(),
+            })
+        }
+        Some(Holder::NoView) => None,
+        Some(Holder::Unconfirmed(why)) => suspect(format!(
+            "SHOW ENGINE INNODB STATUS could not be read ({why})"
+        )),
+        None => suspect("SHOW ENGINE INNODB STATUS was not read".into()),
+    }
 }
 
 fn undo(f: &Facts) -> Vec<Finding> {
@@ -472,8 +701,16 @@ fn undo(f: &Facts) -> Vec<Finding> {
     let truncate = f.var_on("innodb_undo_log_truncate");
     let max = f.var_u64("innodb_max_undo_log_size");
     let size = f.signals.sample.undo_bytes;
+    // With no undo tablespaces the size the server reports is the system tablespace's.
+    let in_ibdata = spaces == Some(0);
     let size_txt = size
-        .map(|b| format!("undo tablespaces take {}", mib(b)))
+        .map(|b| {
+            if in_ibdata {
+                format!("ibdata1 (undo and the system tables) takes {}", mib(b))
+            } else {
+                format!("undo tablespaces take {}", mib(b))
+            }
+        })
         .unwrap_or_else(|| {
             "undo size is not visible from here (set server.datadir on the database host)".into()
         });
@@ -557,13 +794,13 @@ fn buffer_pool(f: &Facts) -> Vec<Finding> {
     if f.signals.sample.is_replica && (busy(&dump_status) || busy(&load_status)) {
         out.push(
             Finding::new("buffer_pool", "buffer_pool_dump_on_replica", Severity::Warning, "A buffer pool dump or load is running on a replica".into())
-                .why(format!("{settings}. A dump or load reads the whole LRU list and competes with the SQL thread; together with a backup it once made a replica fall 11 hours behind (seed 004)."))
+                .why(format!("{settings}. A dump or load reads the whole LRU list and competes with the SQL thread; together with a backup it once made a replica fall 11 hours behind."))
                 .todo("Avoid dumps during backups or catch-up; dump at shutdown only."),
         );
     }
     if dump == Some(false) || load == Some(false) {
         let mut x = Finding::new("buffer_pool", "buffer_pool_cold_restart", Severity::Info, "After a restart the buffer pool starts cold".into())
-            .why(format!("{settings}. A cold buffer pool makes purge of a large history I/O bound right after a restart, when users come back (seed 000)."))
+            .why(format!("{settings}. A cold buffer pool makes purge of a large history I/O bound right after a restart, when users come back."))
             .todo("Dump the buffer pool at shutdown and load it at startup (the load setting is read at startup: put innodb_buffer_pool_load_at_startup = ON in the configuration).");
         if dump == Some(false) {
             x = x.sql("SET GLOBAL innodb_buffer_pool_dump_at_shutdown = ON;");
@@ -641,7 +878,7 @@ fn replica(f: &Facts) -> Vec<Finding> {
                 .or_else(|| f.var_u64("slave_parallel_workers"))
                 .unwrap_or(0);
             let mut fd = Finding::new("replica", "replica_lagging", if l > max * 10 { Severity::Critical } else { Severity::Warning }, format!("The replica is {l} s behind (limit {max} s)"))
-                .why(format!("On a replica the SQL thread is the foreground: purge, flushing, backups and buffer pool dumps compete with it (seed 004). {var} = {parallel}."))
+                .why(format!("On a replica the SQL thread is the foreground: purge, flushing, backups and buffer pool dumps compete with it. {var} = {parallel}."))
                 .todo("Enable innopilot's [policy.replica] so purge yields while the replica lags; move backups and dumps off the catch-up window; with parallel replication off, consider a few parallel appliers.");
             if parallel == 0 {
                 fd.sql = sql;
@@ -684,7 +921,7 @@ fn engine_status(f: &Facts) -> Vec<Finding> {
             Severity::Warning,
             "SHOW ENGINE INNODB STATUS did not answer".into(),
         )
-        .why(format!("{e}. The statement takes the lock-system latch and walks all transactions; when it hangs, the server itself is struggling (seed 004)."))],
+        .why(format!("{e}. The statement takes the lock-system latch and walks all transactions; when it hangs, the server itself is struggling."))],
     }
 }
 
@@ -711,20 +948,42 @@ pub async fn gather<S: Server>(
     let vars = unless_unsupported(vars)?.unwrap_or_default();
     let status = server.read_globals(Globals::Status, STATUS).await;
     let status = unless_unsupported(status)?.unwrap_or_default();
-    let culprit_session = match signals.sample.oldest_trx.as_ref().and_then(|t| t.thread_id) {
-        Some(id) => unless_unsupported(server.session(id, STATEMENT_CHARS).await)?.flatten(),
-        None => None,
-    };
-    let engine_status = if engine {
+    // The oldest transaction is only a suspect: an idle write-only transaction is old
+    // without holding a read view. Whenever one is open, SHOW ENGINE INNODB STATUS is
+    // read once (under the query timeout: it can hang) to confirm who holds the view.
+    let suspect = signals.sample.oldest_trx.is_some();
+    let (engine_status, holder) = if engine || suspect {
         match server.engine_innodb_status().await {
-            Ok(text) => Some(EngineStatus::Lines(engine_status_lines(&text))),
+            Ok(text) => {
+                let holders = read_view_holders(&text);
+                let holder = match blocking_view(&holders) {
+                    Some(v) => Holder::Confirmed(v.clone()),
+                    None => Holder::NoView,
+                };
+                (
+                    engine.then(|| EngineStatus::Lines(engine_status_lines(&text))),
+                    Some(holder),
+                )
+            }
             // A recording holds no engine status: there is nothing to report, not a
             // server that failed to answer.
-            Err(e) if e.is_unsupported() => None,
-            Err(e) => Some(EngineStatus::Failed(e.to_string())),
+            Err(e) if e.is_unsupported() => (None, Some(Holder::Unconfirmed(e.to_string()))),
+            Err(e) => (
+                engine.then(|| EngineStatus::Failed(e.to_string())),
+                Some(Holder::Unconfirmed(e.to_string())),
+            ),
         }
     } else {
-        None
+        (None, None)
+    };
+    let holder = holder.filter(|_| suspect);
+    let culprit_thread = match &holder {
+        Some(Holder::Confirmed(v)) => v.thread_id,
+        _ => signals.sample.oldest_trx.as_ref().and_then(|t| t.thread_id),
+    };
+    let culprit_session = match culprit_thread {
+        Some(id) => unless_unsupported(server.session(id, STATEMENT_CHARS).await)?.flatten(),
+        None => None,
     };
     Ok(Facts {
         caps,
@@ -733,6 +992,7 @@ pub async fn gather<S: Server>(
         status,
         culprit_session,
         engine_status,
+        holder,
         max_lag,
         min_view_age,
     })
@@ -843,12 +1103,20 @@ mod tests {
             vars,
             status: BTreeMap::new(),
             culprit_session: Some(SessionInfo {
+                user: None,
+                host: None,
                 command: Some("Sleep".into()),
                 time_s: Some(40),
                 state: None,
                 info: None,
             }),
             engine_status: None,
+            holder: Some(Holder::Confirmed(ViewHolder {
+                trx_id: Some(421),
+                thread_id: Some(17),
+                age_s: Some(45),
+                sees_below: 400,
+            })),
             max_lag: Duration::from_secs(60),
             min_view_age: Duration::from_secs(10),
         }
@@ -1035,6 +1303,151 @@ mod tests {
             .find(|x| x.id == "purge_blocked")
             .expect("purge_blocked");
         assert!(p.title.contains("connection 1000"), "{}", p.title);
+        // A recording cannot confirm the holder: a suspect, with no KILL.
+        assert!(p.title.ends_with("unconfirmed"), "{}", p.title);
+        assert!(p.sql.is_empty(), "{:?}", p.sql);
+    }
+
+    /// Captured from MariaDB 10.11: connection 4 holds an idle write-only transaction
+    /// (trx 23, no read view), connection 5 a consistent snapshot, connection 6 a READ
+    /// COMMITTED transaction between statements (no view).
+    const WRONG_CULPRIT: &str =
+        include_str!("testdata/engine_status_mariadb_10_11_wrong_culprit.txt");
+    /// Captured from MariaDB 10.11: two snapshots, connection 12's older than 16's
+    /// (the newer is printed first).
+    const TWO_VIEWS: &str = include_str!("testdata/engine_status_mariadb_10_11_two_views.txt");
+
+    #[test]
+    fn parser_finds_the_read_view_not_the_oldest_transaction() {
+        let hs = read_view_holders(WRONG_CULPRIT);
+        assert_eq!(
+            hs,
+            vec![ViewHolder {
+                trx_id: None,
+                thread_id: Some(5),
+                age_s: Some(2),
+                sees_below: 23
+            }]
+        );
+        assert_eq!(blocking_view(&hs).unwrap().thread_id, Some(5));
+    }
+
+    #[test]
+    fn parser_picks_the_oldest_view_by_its_limit() {
+        let hs = read_view_holders(TWO_VIEWS);
+        assert_eq!(hs.len(), 2, "{hs:?}");
+        assert_eq!(hs[0].thread_id, Some(16));
+        let b = blocking_view(&hs).unwrap();
+        assert_eq!((b.thread_id, b.sees_below), (Some(12), 31));
+    }
+
+    #[test]
+    fn parser_takes_mysql_text_and_ignores_lookalikes() {
+        let text = "LIST OF TRANSACTIONS FOR EACH SESSION:\n---TRANSACTION 421937, ACTIVE 45 sec\nMySQL tables in use 1, locked 0\nMySQL thread id 17, OS thread handle 1402, query id 99 127.0.0.1 root\nSELECT 'Trx read view will not see trx with id >= 1, sees < 1'\nTrx read view will not see trx with id >= 500, sees < 480\n---TRANSACTION 421938, ACTIVE 3 sec\nMySQL thread id 18, OS thread handle 1403, query id 100 127.0.0.1 root\nTrx read view will not see trx with id >= x, sees < 1\n--------\nFILE I/O\n";
+        let hs = read_view_holders(text);
+        assert_eq!(
+            hs,
+            vec![ViewHolder {
+                trx_id: Some(421937),
+                thread_id: Some(17),
+                age_s: Some(45),
+                sees_below: 480
+            }]
+        );
+        assert!(read_view_holders("").is_empty());
+    }
+
+    #[test]
+    fn a_confirmed_holder_other_than_the_oldest_transaction_is_named() {
+        // The oldest transaction (17) holds no view; connection 5 does.
+        let mut f = facts(idle_view_sample(), 5000.0, 0.0);
+        f.holder = Some(Holder::Confirmed(
+            blocking_view(&read_view_holders(WRONG_CULPRIT))
+                .unwrap()
+                .clone(),
+        ));
+        f.signals.sample.oldest_trx.as_mut().unwrap().age_s = 45;
+        f.min_view_age = Duration::from_secs(0);
+        let fs = analyze(&f);
+        let p = fs
+            .iter()
+            .find(|x| x.id == "purge_blocked")
+            .expect("purge_blocked");
+        assert!(p.title.contains("connection 5"), "{}", p.title);
+        assert!(!p.title.contains("connection 17"), "{}", p.title);
+        assert_eq!(p.sql, vec!["KILL 5;"]);
+        assert_eq!(p.details["thread_id"], 5);
+        assert!(p.details["trx_id"].is_null(), "{}", p.details);
+        assert_eq!(p.details["confirmed"], true);
+    }
+
+    #[test]
+    fn an_unconfirmed_suspect_gets_no_kill() {
+        let mut f = facts(idle_view_sample(), 5000.0, 0.0);
+        f.holder = Some(Holder::Unconfirmed(
+            "SHOW ENGINE INNODB STATUS did not answer within 5s".into(),
+        ));
+        let fs = analyze(&f);
+        let p = fs
+            .iter()
+            .find(|x| x.id == "purge_blocked")
+            .expect("purge_blocked");
+        assert!(p.sql.is_empty(), "{:?}", p.sql);
+        assert!(p.title.ends_with("unconfirmed"), "{}", p.title);
+        assert!(
+            p.explanation.contains("did not answer"),
+            "{}",
+            p.explanation
+        );
+        assert_eq!(p.details["confirmed"], false);
+        // Engine status read, no read view in it: nothing is named.
+        f.holder = Some(Holder::NoView);
+        let fs = analyze(&f);
+        assert!(fs
+            .iter()
+            .all(|x| x.id != "purge_blocked" && x.sql.iter().all(|s| !s.starts_with("KILL"))));
+    }
+
+    #[test]
+    fn empty_history_blocks_nothing() {
+        let mut s = idle_view_sample();
+        s.history_len = Some(0);
+        let fs = analyze(&facts(s, 0.0, 0.0));
+        assert!(fs.iter().all(|x| x.id != "purge_blocked"));
+        assert!(fs
+            .iter()
+            .all(|x| x.sql.iter().all(|q| !q.starts_with("KILL"))));
+        assert!(fs.iter().all(|x| !x.explanation.contains("cannot shrink")));
+        let ok = fs.iter().find(|x| x.id == "purge_ok").unwrap();
+        assert!(
+            ok.explanation.contains("nothing to purge"),
+            "{}",
+            ok.explanation
+        );
+    }
+
+    #[test]
+    fn undo_in_ibdata_and_slow_redo_read_right() {
+        let mut s = idle_view_sample();
+        s.undo_bytes = Some(76 << 20);
+        let mut f = facts(s, 0.0, 10.0);
+        f.vars.insert("innodb_undo_tablespaces".into(), "0".into());
+        let fs = analyze(&f);
+        let u = fs
+            .iter()
+            .find(|x| x.id == "undo_in_system_tablespace")
+            .unwrap();
+        assert!(
+            u.explanation
+                .contains("ibdata1 (undo and the system tables) takes 76 MiB"),
+            "{}",
+            u.explanation
+        );
+        assert!(!u.explanation.contains("undo tablespaces take"));
+        let text = to_text(&f, &fs, "t");
+        assert!(!text.contains("minutes away"), "{text}");
+        assert!(!text.contains("0.0 MiB/s"), "{text}");
+        assert!(!text.contains("seed 0"), "{text}");
     }
 
     #[test]

@@ -228,6 +228,10 @@ impl Globals {
 /// purge and what it runs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SessionInfo {
+    /// The account, so a holder found outside the oldest transaction's row is still
+    /// named with its user and host.
+    pub user: Option<String>,
+    pub host: Option<String>,
     pub command: Option<String>,
     /// Seconds in the current state.
     pub time_s: Option<u64>,

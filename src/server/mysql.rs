@@ -752,7 +752,7 @@ impl Server for LiveServer {
         max_chars: u32,
     ) -> Result<Option<SessionInfo>, ServerError> {
         let sql = format!(
-            "SELECT COMMAND, CAST(TIME AS CHAR), STATE, LEFT(INFO, {max_chars}) \
+            "SELECT COMMAND, CAST(TIME AS CHAR), STATE, LEFT(INFO, {max_chars}), USER, HOST \
              FROM information_schema.PROCESSLIST WHERE ID = {thread_id}"
         );
         let rows = self
@@ -763,6 +763,8 @@ impl Server for LiveServer {
             time_s: col(r, 1).and_then(|v| parse_u64(&v).ok()),
             state: col(r, 2).filter(|s| !s.is_empty()),
             info: col(r, 3),
+            user: col(r, 4),
+            host: col(r, 5),
         }))
     }
 
