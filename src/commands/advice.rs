@@ -69,6 +69,17 @@ pub enum FreeDisk {
     Unknown(String),
 }
 
+/// Where the redo files are: `innodb_log_group_home_dir`, relative to the datadir
+/// when it is relative (the server default is `./`).
+pub fn redo_dir(home: Option<&str>, datadir: Option<&str>) -> Option<String> {
+    match (home.filter(|h| !h.is_empty()), datadir) {
+        (Some(h), _) if h.starts_with('/') => Some(h.to_string()),
+        (Some(h), Some(d)) => Some(std::path::Path::new(d).join(h).display().to_string()),
+        (None, Some(d)) => Some(d.to_string()),
+        (Some(_), None) | (None, None) => None,
+    }
+}
+
 /// The free space of the file system holding `dir`, only when `dir/ib_logfile0`
 /// exists here with the server's `innodb_log_file_size`: evidence that this is the
 /// server's own redo volume, not a same-named path on another host.
@@ -161,8 +172,8 @@ pub fn redo_size(
     let bound = bound / MIB * MIB;
     let size = want.min(bound);
     let basis = format!(
-        "The rate is {} MiB/s averaged over {:.0} s ({} samples); an hour of it is {} MiB of redo. Bounds: {}.",
-        (rate / MIB as f64).round(),
+        "The rate is {:.1} MiB/s averaged over {:.0} s ({} samples); an hour of it is {} MiB of redo. Bounds: {}.",
+        rate / MIB as f64,
         obs.seconds,
         obs.samples,
         want / MIB,
@@ -181,14 +192,23 @@ pub fn redo_size(
     }
 }
 
+/// Flushing counts as above io_capacity only past this multiple of it: background
+/// flushing is paced at io_capacity, so a rate at or a little over the setting (101
+/// pages/s at 100, measured) is the setting's own pace, not the device's reach.
+pub const DEVICE_MARGIN: f64 = 1.2;
+
 /// io_capacity from what the device has shown: the peak pages flushed per second,
-/// rounded up to 100, when that is above the setting; `None` otherwise (no guess).
+/// rounded up to 100, when that is more than [`DEVICE_MARGIN`] × the setting; `None`
+/// otherwise (no guess).
 pub fn io_capacity_from_device(io_capacity: Option<u64>, obs: &Observed) -> Option<u64> {
     let peak = obs
         .peak_pages_flushed_rate
         .filter(|r| r.is_finite() && *r > 0.0)?;
-    let want = (peak.ceil() as u64).div_ceil(100) * 100;
-    (want > io_capacity?).then_some(want)
+    let io = io_capacity?;
+    if peak <= io as f64 * DEVICE_MARGIN {
+        return None;
+    }
+    Some((peak.ceil() as u64).div_ceil(100) * 100)
 }
 
 /// `SET GLOBAL` statements moving io_capacity to `want`, raising io_capacity_max
@@ -453,6 +473,30 @@ mod tests {
     }
 
     #[test]
+    fn redo_volume_is_checked_only_when_it_is_visible() {
+        assert_eq!(
+            redo_dir(Some("./"), Some("/var/lib/mysql/")).as_deref(),
+            Some("/var/lib/mysql/./")
+        );
+        assert_eq!(redo_dir(Some("/redo"), None).as_deref(), Some("/redo"));
+        assert_eq!(redo_dir(None, Some("/d")).as_deref(), Some("/d"));
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        // No redo file here: another host's path, not checked.
+        assert!(matches!(
+            redo_free_disk(Some(d), Some(4096)),
+            FreeDisk::Unknown(_)
+        ));
+        std::fs::write(dir.path().join("ib_logfile0"), vec![0u8; 4096]).unwrap();
+        assert!(matches!(redo_free_disk(Some(d), Some(4096)), FreeDisk::Bytes(b) if b > 0));
+        // A file of another size is another server's.
+        assert!(matches!(
+            redo_free_disk(Some(d), Some(8192)),
+            FreeDisk::Unknown(_)
+        ));
+    }
+
+    #[test]
     fn io_capacity_follows_the_device() {
         assert_eq!(
             io_capacity_from_device(Some(100), &obs(10.0, 0.0, Some(1234.5))),
@@ -544,7 +588,7 @@ mod tests {
         assert!(fs
             .iter()
             .all(|f| !f.explanation.is_empty() && !f.recommendation.is_empty()));
-        // 150 pages/s: above 100, under the default 200.
+        // 150 pages/s: above 1.2 × 100, under the default 200.
         let o = obs(12.0, 1e6, Some(150.0));
         let fs = static_findings(&bad(), &loaded(), &o, false);
         let io = fs.iter().find(|f| f.id == "io_capacity_low").unwrap();

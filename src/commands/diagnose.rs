@@ -760,10 +760,11 @@ pub async fn gather<S: Server>(
     let vars = server.read_globals(Globals::Variables, VARIABLES).await;
     let vars = unless_unsupported(vars)?.unwrap_or_default();
     let redo_free = advice::redo_free_disk(
-        vars.get("innodb_log_group_home_dir")
-            .filter(|d| !d.is_empty() && d.as_str() != "./")
-            .or_else(|| vars.get("datadir"))
-            .map(String::as_str),
+        advice::redo_dir(
+            vars.get("innodb_log_group_home_dir").map(String::as_str),
+            vars.get("datadir").map(String::as_str),
+        )
+        .as_deref(),
         vars.get("innodb_log_file_size")
             .and_then(|v| crate::server::sample::parse_u64(v).ok()),
     );
