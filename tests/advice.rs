@@ -1,6 +1,10 @@
 //! `diagnose --json` on a private MariaDB with bad static settings set by `SET GLOBAL`:
-//! each has its finding and SQL, none appears with the defaults; and redo-size advice
+//! the purge lag, the delay cap and io_capacity each have their finding and SQL, and no
+//! static finding appears with the defaults (idle and under load); redo-size advice
 //! under redo pressure stays within the stated multiple of the buffer pool.
+//! `single_purge_thread` is asserted only absent here: a 4-connection update load does
+//! not outrun one MariaDB purge thread on this machine (history fell ~260 undo logs/s
+//! even with innodb_purge_batch_size = 1), so its presence is unit-tested.
 
 mod common;
 
@@ -111,17 +115,9 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
         db.exec(sql).await;
     }
     let v = diagnose(&db, 12, "1s").await;
-    // Lift the brake (it slows users until one purge thread keeps up), so history
-    // grows: the debt one purge thread leaves.
+    // Lift the brake before stopping the load, so no row sleeps seconds.
     db.exec("SET GLOBAL innodb_max_purge_lag = 0").await;
-    let debt = diagnose(&db, 12, "1s").await;
     load.stop().await;
-    let one = finding(&debt, "single_purge_thread").unwrap_or_else(|| panic!("{debt:#}"));
-    assert_eq!(one["sql"][0], "SET GLOBAL innodb_purge_threads = 4;");
-    assert!(one["explanation"]
-        .as_str()
-        .unwrap()
-        .contains("innodb_purge_threads = 1"));
 
     let lag = finding(&v, "purge_lag_throttles").unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(lag["sql"][0], "SET GLOBAL innodb_max_purge_lag = 0;");
@@ -147,8 +143,8 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
     assert_redo_advice_within_bounds(&db, &v).await;
 }
 
-/// Any advised innodb_log_file_size is whole MiB and at most the stated multiple
-/// (2) of the server's buffer pool, and the text says what the rate is based on.
+/// The advised innodb_log_file_size is whole MiB and at most the stated multiple (2)
+/// of the server's buffer pool, and the text says what the rate is based on.
 async fn assert_redo_advice_within_bounds(db: &MariaDb, v: &Value) {
     let bp: u64 = db
         .query_scalar_string("SELECT @@innodb_buffer_pool_size")
@@ -156,9 +152,8 @@ async fn assert_redo_advice_within_bounds(db: &MariaDb, v: &Value) {
         .expect("buffer pool size")
         .parse()
         .unwrap();
-    let Some(r) = finding(v, "redo_size") else {
-        return;
-    };
+    // 16 MiB of redo under the update load fills in seconds: the finding is there.
+    let r = finding(v, "redo_size").unwrap_or_else(|| panic!("no redo_size in {v:#}"));
     let why = r["explanation"].as_str().unwrap();
     assert!(
         why.contains("averaged over") && why.contains("2 × the buffer pool"),
@@ -168,13 +163,12 @@ async fn assert_redo_advice_within_bounds(db: &MariaDb, v: &Value) {
         why.contains("free on the redo volume"),
         "same host: free disk checked: {why}"
     );
-    if r["sql"].as_array().unwrap().is_empty() {
-        return;
-    }
+    // An hour of writes is far above 2 × 64 MiB: the bound decides the size.
     let n = set_value(r, "innodb_log_file_size");
     assert!(
         n <= 2 * bp && n % (1 << 20) == 0,
         "{n} vs buffer pool {bp}: {r:#}"
     );
     assert_eq!(r["details"]["advised_bytes"], n);
+    assert_eq!(n, 2 * bp, "{r:#}");
 }
