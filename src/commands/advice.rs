@@ -45,7 +45,8 @@ pub struct Observed {
 }
 
 impl Observed {
-    /// Folds one more window output in (`first` is the first sample's signals).
+    /// The run from its first and last signals (redo written between them over the
+    /// time between them) and the peak interval flush rate seen on the way.
     pub fn from_run(first: &Signals, last: &Signals, peak_flushed: Option<f64>, n: u32) -> Self {
         let seconds = last.t_ms.saturating_sub(first.t_ms) as f64 / 1000.0;
         let lsn_rate = match (first.sample.redo.lsn, last.sample.redo.lsn) {
