@@ -23,6 +23,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::commands::advice;
 use crate::server::{Capabilities, Flavor, Globals, Knob, Server, ServerError, SessionInfo};
 use crate::signals::{SignalWindow, Signals};
 
@@ -48,6 +49,8 @@ pub const VARIABLES: &[&str] = &[
     "innodb_buffer_pool_dump_pct",
     "innodb_buffer_pool_size",
     "innodb_fast_shutdown",
+    "innodb_log_group_home_dir",
+    "datadir",
     "slave_parallel_threads",
     "replica_parallel_workers",
     "slave_parallel_workers",
@@ -104,7 +107,12 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(area: &'static str, id: &'static str, severity: Severity, title: String) -> Self {
+    pub(crate) fn new(
+        area: &'static str,
+        id: &'static str,
+        severity: Severity,
+        title: String,
+    ) -> Self {
         Finding {
             area,
             id,
@@ -116,15 +124,15 @@ impl Finding {
             details: Value::Null,
         }
     }
-    fn why(mut self, s: impl Into<String>) -> Self {
+    pub(crate) fn why(mut self, s: impl Into<String>) -> Self {
         self.explanation = s.into();
         self
     }
-    fn todo(mut self, s: impl Into<String>) -> Self {
+    pub(crate) fn todo(mut self, s: impl Into<String>) -> Self {
         self.recommendation = s.into();
         self
     }
-    fn sql(mut self, s: impl Into<String>) -> Self {
+    pub(crate) fn sql(mut self, s: impl Into<String>) -> Self {
         self.sql.push(s.into());
         self
     }
@@ -275,6 +283,10 @@ pub struct Facts {
     /// `policy.purge_rate.min_view_age`: a read view younger than this does not count
     /// as blocking purge (the same split `run` and `status` make).
     pub min_view_age: Duration,
+    /// The whole run's samples: sustained rates, the device's peak flushing.
+    pub observed: advice::Observed,
+    /// Free space on the redo volume, where it could be checked.
+    pub redo_free: advice::FreeDisk,
 }
 
 impl Facts {
@@ -317,6 +329,7 @@ pub fn analyze(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(flushing(f));
     out.extend(purge(f));
+    out.extend(static_settings(f));
     out.extend(undo(f));
     out.extend(buffer_pool(f));
     out.extend(replica(f));
@@ -378,7 +391,8 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         mib(async_point),
         pct(async_point as f64 / sync as f64)
     );
-    let want_io = io.map(|v| (v.saturating_mul(2)).clamp(1000, 20_000));
+    // From what the device has shown (peak pages flushed per second), never a guess.
+    let want_io = advice::io_capacity_from_device(io, &f.observed);
     if age >= sync {
         let mut x = Finding::new(
             "flushing",
@@ -417,17 +431,18 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         );
     }
 
-    // Redo size against the write rate: about an hour of peak writes is the usual aim.
+    // Redo size against the write rate, from the rate sustained over the whole run
+    // and within the bounds of advice::redo_size.
     if let (Some(r), Some(cap)) = (rate.filter(|r| *r > 0.0), r.capacity.filter(|c| *c > 0)) {
         let fill_minutes = sync as f64 / r / 60.0;
         if fill_minutes < 15.0 {
-            let usable = sync as f64 / cap as f64;
-            let want = (r * 3600.0 / usable.max(0.1)) as u64;
-            let step = 64u64 << 20;
-            let want = want
-                .div_ceil(step)
-                .saturating_mul(step)
-                .clamp(cap, 512 << 30);
+            let adv = advice::redo_size(
+                cap,
+                sync as f64 / cap as f64,
+                &f.observed,
+                f.var_u64("innodb_buffer_pool_size"),
+                &f.redo_free,
+            );
             let knob = f.caps.redo_size_knob();
             let dynamic = f.caps.settable(knob);
             let mut x = Finding::new(
@@ -437,14 +452,21 @@ fn flushing(f: &Facts) -> Vec<Finding> {
                 format!("The redo log holds {fill_minutes:.1} minutes of writes at the current rate"),
             )
             .why(format!(
-                "{knob} is {}; the flushable part ({}) fills in {fill_minutes:.1} minutes at {}/s. Redo space exists to absorb peaks: with less than a few minutes of headroom, flushing cannot be smooth.",
+                "{knob} is {}; the flushable part ({}) fills in {fill_minutes:.1} minutes at {}/s. Redo space exists to absorb peaks: with less than a few minutes of headroom, flushing cannot be smooth. {}",
                 mib(cap),
                 mib(sync),
-                per_s(r)
+                per_s(r),
+                adv.text
             ));
-            if want > cap {
+            x.details = json!({
+                "advised_bytes": adv.bytes,
+                "buffer_pool_multiple": advice::BUFFER_POOL_MULTIPLE,
+                "sustained_seconds": f.observed.seconds,
+                "sustained_lsn_rate": f.observed.lsn_rate,
+            });
+            if let Some(want) = adv.bytes {
                 x = x.todo(if dynamic {
-                    format!("Grow the redo log to about an hour of writes at this rate ({}); the resize runs online (the statement waits until it is done).", mib(want))
+                    format!("Grow the redo log to {}; the resize runs online (the statement waits until it is done).", mib(want))
                 } else {
                     format!("Set {knob} = {want} ({}) in the server configuration and restart: it is not dynamic on this server.", mib(want))
                 });
@@ -456,6 +478,27 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// The static-settings findings (advice.rs), with this server's flavor and settings.
+fn static_settings(f: &Facts) -> Vec<Finding> {
+    let set = advice::Settings {
+        flavor: Some(f.caps.identity.flavor),
+        max_purge_lag: f.var_u64("innodb_max_purge_lag"),
+        max_purge_lag_delay: f.var_u64("innodb_max_purge_lag_delay"),
+        io_capacity: f.var_u64("innodb_io_capacity"),
+        io_capacity_max: f.var_u64("innodb_io_capacity_max"),
+        purge_threads: f.var_u64("innodb_purge_threads"),
+        purge_batch_size: f.var_u64("innodb_purge_batch_size"),
+        purge_threads_dynamic: f.caps.settable(Knob::PurgeThreads),
+    };
+    let blocked = f
+        .signals
+        .sample
+        .oldest_trx
+        .as_ref()
+        .is_some_and(|t| t.holds_read_view && t.age_s >= f.min_view_age.as_secs());
+    advice::static_findings(&set, &f.signals, &f.observed, blocked)
 }
 
 fn purge(f: &Facts) -> Vec<Finding> {
@@ -939,13 +982,29 @@ pub async fn gather<S: Server>(
 ) -> Result<Facts, ServerError> {
     let caps = server.probe().await?;
     let mut w = SignalWindow::new(window.max(interval * (samples + 1)));
-    let mut signals = w.push(server.sample().await?);
-    for _ in 1..samples.max(2) {
+    let first = w.push(server.sample().await?);
+    let mut signals = first.clone();
+    let mut peak_flushed: Option<f64> = None;
+    let n = samples.max(2);
+    for _ in 1..n {
         tokio::time::sleep(interval).await;
         signals = w.push(server.sample().await?);
+        if let Some(r) = signals.pages_flushed_rate.filter(|r| r.is_finite()) {
+            peak_flushed = Some(peak_flushed.map_or(r, |p: f64| p.max(r)));
+        }
     }
+    let observed = advice::Observed::from_run(&first, &signals, peak_flushed, n);
     let vars = server.read_globals(Globals::Variables, VARIABLES).await;
     let vars = unless_unsupported(vars)?.unwrap_or_default();
+    let redo_free = advice::redo_free_disk(
+        advice::redo_dir(
+            vars.get("innodb_log_group_home_dir").map(String::as_str),
+            vars.get("datadir").map(String::as_str),
+        )
+        .as_deref(),
+        vars.get("innodb_log_file_size")
+            .and_then(|v| crate::server::sample::parse_u64(v).ok()),
+    );
     let status = server.read_globals(Globals::Status, STATUS).await;
     let status = unless_unsupported(status)?.unwrap_or_default();
     // The oldest transaction is only a suspect: an idle write-only transaction is old
@@ -995,6 +1054,8 @@ pub async fn gather<S: Server>(
         holder,
         max_lag,
         min_view_age,
+        observed,
+        redo_free,
     })
 }
 
@@ -1119,6 +1180,13 @@ mod tests {
             })),
             max_lag: Duration::from_secs(60),
             min_view_age: Duration::from_secs(10),
+            observed: advice::Observed {
+                seconds: 30.0,
+                samples: 31,
+                lsn_rate: Some(lsn_rate),
+                peak_pages_flushed_rate: None,
+            },
+            redo_free: advice::FreeDisk::Unknown("fixture".into()),
         }
     }
 
@@ -1199,7 +1267,10 @@ mod tests {
             redo: redo(53_640_439),
             ..Sample::default()
         };
-        let fs = analyze(&facts(s, 0.0, 20.0 * 1048576.0));
+        let mut fx = facts(s, 0.0, 20.0 * 1048576.0);
+        // io_capacity follows what the device showed: 950 pages/s → 1000.
+        fx.observed.peak_pages_flushed_rate = Some(950.0);
+        let fs = analyze(&fx);
         let x = fs.iter().find(|x| x.id == "sync_flush").unwrap();
         assert_eq!(x.severity, Severity::Critical);
         assert_eq!(x.sql, vec!["SET GLOBAL innodb_io_capacity = 1000;"]);
@@ -1214,7 +1285,9 @@ mod tests {
             .trim_end_matches(';')
             .parse()
             .unwrap();
-        assert!(n > 64 << 20 && n % (64 << 20) == 0);
+        assert!(n > 64 << 20 && n % (1 << 20) == 0);
+        // No buffer pool size in the fixture: the recovery bound applies.
+        assert!(n <= 50 * 300 * (1 << 20) * 64 / 51, "{n}");
     }
 
     #[test]

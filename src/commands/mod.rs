@@ -4,6 +4,7 @@
 //! [`crate::server::Server`] trait, so it runs the same against a live server, the
 //! simulator and a recording.
 
+pub mod advice;
 pub mod diagnose;
 pub mod drain;
 pub mod replay;
