@@ -282,11 +282,7 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
             // ends and purge progresses, every row pays it.
             Flavor::MariaDb => "MariaDB delays only while purge handles pages, so nothing happens while a read view blocks purge; the moment the view ends and purge progresses on a history above the lag, every row changed pays the delay and TPS collapses just when purge surges.".into(),
         };
-        let severity = if lag <= SMALL_LAG || history > lag {
-            Severity::Warning
-        } else {
-            Severity::Info
-        };
+        let severity = warning_if(lag <= SMALL_LAG || history > lag);
         out.push(
             Finding::new(
                 "purge",
@@ -323,11 +319,7 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
             ),
         };
         if wall && want < cap {
-            let severity = if lag > 0 {
-                Severity::Warning
-            } else {
-                Severity::Info
-            };
+            let severity = warning_if(lag > 0);
             out.push(
                 Finding::new(
                     "purge",
@@ -387,6 +379,15 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
     out
 }
 
+/// A warning when `bad`, else for information only.
+fn warning_if(bad: bool) -> Severity {
+    if bad {
+        Severity::Warning
+    } else {
+        Severity::Info
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,6 +399,12 @@ mod tests {
             lsn_rate: Some(lsn_rate),
             peak_pages_flushed_rate: peak,
         }
+    }
+
+    /// Advice for a redo of `cur` bytes, 80 % of it usable, written at `rate` bytes/s
+    /// sustained over 30 s.
+    fn advise(cur: u64, rate: f64, pool: Option<u64>, free: &FreeDisk) -> RedoAdvice {
+        redo_size(cur, 0.8, &obs(30.0, rate, None), pool, free)
     }
 
     #[test]
@@ -416,13 +423,7 @@ mod tests {
     #[test]
     fn redo_advice_is_capped_by_the_buffer_pool() {
         // The case: ~4 MiB/s would want 16 GiB; a 64 MiB pool caps it at 128 MiB.
-        let a = redo_size(
-            64 * MIB,
-            0.8,
-            &obs(30.0, 3.9e6, None),
-            Some(64 * MIB),
-            &FreeDisk::Bytes(1 << 40),
-        );
+        let a = advise(64 * MIB, 3.9e6, Some(64 * MIB), &FreeDisk::Bytes(1 << 40));
         assert_eq!(a.bytes, Some(128 * MIB));
         assert!(
             a.text.contains("2 × the buffer pool (128 MiB)"),
@@ -434,18 +435,11 @@ mod tests {
 
     #[test]
     fn redo_advice_is_capped_by_free_disk_and_recovery() {
-        let a = redo_size(
-            64 * MIB,
-            0.8,
-            &obs(30.0, 3.9e6, None),
-            Some(64 << 30),
-            &FreeDisk::Bytes(1 << 30),
-        );
+        let a = advise(64 * MIB, 3.9e6, Some(64 << 30), &FreeDisk::Bytes(1 << 30));
         assert_eq!(a.bytes, Some(512 * MIB));
-        let a = redo_size(
+        let a = advise(
             64 * MIB,
-            0.8,
-            &obs(30.0, 3.9e6, None),
+            3.9e6,
             Some(64 << 30),
             &FreeDisk::Unknown("remote".into()),
         );
@@ -453,22 +447,10 @@ mod tests {
         let want = ((3.9e6 * 3600.0 / 0.8) as u64).div_ceil(MIB) * MIB;
         assert_eq!(a.bytes, Some(want.min(18_750 * MIB)));
         assert!(a.text.contains("free disk could not be checked: remote"));
-        let a = redo_size(
-            64 * MIB,
-            0.8,
-            &obs(30.0, 50e6, None),
-            Some(1 << 40),
-            &FreeDisk::Bytes(1 << 50),
-        );
+        let a = advise(64 * MIB, 50e6, Some(1 << 40), &FreeDisk::Bytes(1 << 50));
         assert_eq!(a.bytes, Some(18_750 * MIB));
         // Already at the bound: nothing to grow.
-        let a = redo_size(
-            128 * MIB,
-            0.8,
-            &obs(30.0, 3.9e6, None),
-            Some(64 * MIB),
-            &FreeDisk::Bytes(1 << 40),
-        );
+        let a = advise(128 * MIB, 3.9e6, Some(64 * MIB), &FreeDisk::Bytes(1 << 40));
         assert_eq!(a.bytes, None);
         assert!(a.text.contains("no room"));
     }
