@@ -372,6 +372,10 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         .filter(|r| *r > 0.0)
         .map(|r| sync.saturating_sub(age) as f64 / r / 60.0);
     let headroom = match (headroom_min, rate) {
+        // At or past the sync point there is no time left to project.
+        (Some(m), Some(_)) if m < 0.05 => {
+            "; the sync point is reached: users wait for flushing now".into()
+        }
         (Some(m), Some(r)) => format!(
             "; at the current redo rate ({}/s) the sync point is {:.1} minutes away",
             per_s(r),
@@ -1521,6 +1525,19 @@ mod tests {
         assert!(!text.contains("minutes away"), "{text}");
         assert!(!text.contains("0.0 MiB/s"), "{text}");
         assert!(!text.contains("seed 0"), "{text}");
+    }
+
+    #[test]
+    fn at_the_sync_point_no_time_is_projected() {
+        let s = Sample {
+            history_len: Some(10),
+            redo: redo(53_640_439),
+            ..Sample::default()
+        };
+        let f = facts(s, 0.0, 4.0e6);
+        let text = to_text(&f, &analyze(&f), "t");
+        assert!(!text.contains("0.0 minutes away"), "{text}");
+        assert!(text.contains("the sync point is reached"), "{text}");
     }
 
     #[test]
