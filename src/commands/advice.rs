@@ -3,7 +3,7 @@
 //! bound and rule is unit-tested on fixtures. SQL is built from constant variable
 //! names and typed integers only.
 
-use crate::commands::diagnose::{Finding, Severity};
+use super::finding::{Finding, Severity};
 use crate::policy::server_model;
 use crate::server::{Flavor, Knob, KnobValues};
 use crate::signals::Signals;

@@ -7,6 +7,7 @@
 pub mod advice;
 pub mod diagnose;
 pub mod drain;
+pub mod finding;
 pub mod replay;
 pub mod restore;
 pub mod status;
