@@ -533,7 +533,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
                   "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
                   "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
                   "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
-                  "hysteresis_pct = 0.0", "high_delay_us = 0", "yield_history_records = 0", "",
+                  "hysteresis_pct = 0.0", "high_delay_us = 0", "yield_history_undo_logs = 0", "",
                   "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
                   "[policy.undo]", "enabled = false", ""]
@@ -1097,7 +1097,7 @@ def check_targets(summ, sc_name, sc):
         v = med("innopilot", "hist_slope_after_act")
         add("history stops growing within 60 s of innopilot acting (slope from then on <= 0 /s)", v,
             None if v is None else v <= 0)
-        budget = 500000  # [policy.purge_rate] budget_records, the shipped default
+        budget = 500000  # [policy.purge_rate] budget_undo_logs, the shipped default
         v = med("innopilot", "end_debt")
         d = med("defaults", "hist_slope_late")
         add(f"history back under budget ({budget}) at the end, where the defaults' keeps growing", v,

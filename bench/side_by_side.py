@@ -22,11 +22,10 @@ SCENARIO = {
     "b_redo_pressure": "redo_pressure",
     "c_flush_bound": "flush_bound",
     "d_open_loop": "long_read_view",
-    # issue 13's scenarios: the closest simulator scenario, not a twin (docs/benchmarks.md,
-    # "Simulator twins", says what each twin would need)
-    "e_purge_behind": "cold_undo_restart",
-    "f_cold_view": "long_read_view",
-    "g_checkpoint_stall": "flush_bound",
+    # issue 13's scenarios: their twins, the same sizes and rates (src/sim/scenario.rs)
+    "e_purge_behind": "purge_behind",
+    "f_cold_view": "cold_view",
+    "g_checkpoint_stall": "checkpoint_stall",
 }
 
 # Real arm -> simulator peer. The real threshold arm runs on MariaDB, whose delay applies
@@ -36,6 +35,8 @@ PEER = {
     "defaults": "mariadb1011_defaults",
     "purge1": "one_purge_thread",
     "threshold": "mysql_threshold",
+    "redo_static": "redo_static",
+    "innopilot_redo": "innopilot_redo",
     "watermark": "mariadb1065_adaptive",
     "innopilot": "innopilot",
     "dryrun": "mariadb1011_defaults",
@@ -55,6 +56,24 @@ def fmt(x, spec="{:.2f}"):
 def median(summary, sc, arm, key):
     v = summary.get(sc, {}).get(arm, {}).get(key)
     return v.get("median") if isinstance(v, dict) else None
+
+
+# The new scenarios run on MariaDB; so does their threshold arm.
+PEER_BY_SCENARIO = {
+    ("e_purge_behind", "threshold"): "mariadb_threshold",
+    ("f_cold_view", "threshold"): "mariadb_threshold",
+    ("g_checkpoint_stall", "threshold"): "mariadb_threshold",
+}
+
+
+def peer_for(sc, arm):
+    return PEER_BY_SCENARIO.get((sc, arm), PEER.get(arm))
+
+
+def ranking(values):
+    """Arms ordered best first by value (higher is better); arms without a value last."""
+    known = [(a, v) for a, v in values.items() if v is not None]
+    return [a for a, _ in sorted(known, key=lambda x: -x[1])]
 
 
 def main():
@@ -94,7 +113,7 @@ def main():
         base_real_p99 = median(summ, sc, "defaults", "p99_of_p99")
         base_sim = rows.get((ssc, "mariadb1011_defaults"))
         for arm in summ[sc]:
-            peer = PEER.get(arm)
+            peer = peer_for(sc, arm)
             s = rows.get((ssc, peer)) if peer else None
             r_tps = median(summ, sc, arm, "mean_tps")
             lines.append("| " + " | ".join([
@@ -112,6 +131,22 @@ def main():
                 fmt(median(summ, sc, arm, "ip_sets"), "{:.0f}"),
                 fmt(s["sets"] if s and arm != "dryrun" else None, "{:.0f}"),
             ]) + " |")
+        # Rankings: do the simulator and the server order the arms alike? dryrun only
+        # observes; its peer is the defaults, so it is left out.
+        arms = [a for a in summ[sc] if a != "dryrun" and peer_for(sc, a)]
+        for what, rkey, skey, sign in (("mean TPS", "mean_tps", "mean_tps", 1),
+                                        ("history at the end (lower is better)", "end_debt", "end_history", -1)):
+            real_v, sim_v = {}, {}
+            for a in arms:
+                rv = median(summ, sc, a, rkey)
+                sr = rows.get((ssc, peer_for(sc, a)))
+                sv = sr.get(skey) if sr else None
+                real_v[a] = None if rv is None else sign * rv
+                sim_v[a] = None if sv is None else sign * sv
+            rr, sr_ = ranking(real_v), ranking(sim_v)
+            same = "same order" if rr == sr_ and rr else ("no simulator rows" if not sr_ else "**differs**")
+            lines.append(f"\nRanking by {what}: server {' > '.join(rr) or '–'}; "
+                         f"simulator {' > '.join(sr_) or '–'} ({same}).")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.results, "side_by_side.md"), "w") as f:
         f.write(text)

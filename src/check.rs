@@ -40,13 +40,13 @@ pub fn over_limits(s: &Snapshot, limits: &CheckConfig) -> Vec<Over> {
         return out;
     };
     if let Some(h) = sig.history_len {
-        if h > limits.max_history_records {
+        if h > limits.max_history_undo_logs {
             out.push(Over {
                 value: h as f64,
-                threshold: limits.max_history_records as f64,
+                threshold: limits.max_history_undo_logs as f64,
                 message: format!(
-                    "purge debt: history list length {h} records is over check.max_history_records = {}",
-                    limits.max_history_records
+                    "purge debt: history list length {h} undo logs is over check.max_history_undo_logs = {}",
+                    limits.max_history_undo_logs
                 ),
             });
         }
@@ -158,7 +158,7 @@ mod tests {
     fn each_limit_throttles_with_its_reason() {
         let limits = CheckConfig {
             enabled: true,
-            max_history_records: 1000,
+            max_history_undo_logs: 1000,
             max_redo_fill_pct: 75.0,
             max_replica_lag: Duration::from_secs(30),
         };
@@ -175,7 +175,7 @@ mod tests {
         assert!(v.body["Message"]
             .as_str()
             .unwrap()
-            .contains("max_history_records"));
+            .contains("max_history_undo_logs"));
 
         let v = check(&snapshot(10, 0.9, Some(Some(120))), now, d, &limits);
         assert_eq!(v.status, 429);

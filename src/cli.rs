@@ -169,7 +169,7 @@ pub enum Command {
     /// threads and io_capacity meanwhile and always puts them back. Exit codes: 0 done,
     /// 1 error, 3 missing privilege, 5 timed out, 130 interrupted.
     Drain {
-        /// History length (undo records) to wait for.
+        /// History length (undo logs, one per committed transaction that changed rows) to wait for.
         #[arg(long, default_value_t = 0, value_name = "RECORDS")]
         target: u64,
         /// Give up after this long (exit code 5), e.g. "10m".

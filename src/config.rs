@@ -45,8 +45,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckConfig {
     pub enabled: bool,
-    /// Purge debt: InnoDB history list length, records.
-    pub max_history_records: u64,
+    /// Purge debt: InnoDB history list length, undo logs (one per committed transaction that changed rows).
+    pub max_history_undo_logs: u64,
     /// Redo fill, percent of the sync-flush point.
     pub max_redo_fill_pct: f64,
     /// Replica lag (on a replica; unknown lag there counts as over the limit).
@@ -178,7 +178,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             check: CheckConfig {
                 enabled: true,
-                max_history_records: 1_000_000,
+                max_history_undo_logs: 1_000_000,
                 max_redo_fill_pct: 75.0,
                 max_replica_lag: Duration::from_secs(30),
             },
@@ -281,7 +281,7 @@ struct Raw {
 #[serde(deny_unknown_fields)]
 struct RawCheck {
     enabled: Option<bool>,
-    max_history_records: Option<i64>,
+    max_history_undo_logs: Option<i64>,
     max_redo_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
     max_replica_lag: Option<Duration>,
@@ -609,10 +609,10 @@ impl Config {
         let c = raw.check;
         let check = CheckConfig {
             enabled: c.enabled.unwrap_or(d.check.enabled),
-            max_history_records: cx.section("check").int(
-                "max_history_records",
-                c.max_history_records,
-                d.check.max_history_records,
+            max_history_undo_logs: cx.section("check").int(
+                "max_history_undo_logs",
+                c.max_history_undo_logs,
+                d.check.max_history_undo_logs,
                 1,
                 u32::MAX as u64 * 1000,
             )?,
@@ -771,13 +771,13 @@ mod tests {
     #[test]
     fn policy_sections_validate_with_key_line_and_range() {
         let c = Config::parse(
-            "[policy.purge_rate]\nbudget_records = 1000\nbudget_undo_size = \"2GiB\"\n\
+            "[policy.purge_rate]\nbudget_undo_logs = 1000\nbudget_undo_size = \"2GiB\"\n\
              [policy.flush]\nredo_resize = true\nredo_max_size = \"8GiB\"\n\
              [policy.undo]\nenabled = false\nmin_truncate_size = \"256MiB\"\n",
             "t",
         )
         .unwrap();
-        assert_eq!(c.policy.purge_rate.budget_records, 1000);
+        assert_eq!(c.policy.purge_rate.budget_undo_logs, 1000);
         assert_eq!(c.policy.purge_rate.budget_undo_bytes, 2 << 30);
         assert!(c.policy.flush.redo_resize);
         assert_eq!(c.policy.flush.redo_max_bytes, 8 << 30);

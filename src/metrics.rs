@@ -353,7 +353,7 @@ pub fn knob_unit(k: Knob) -> (&'static str, f64) {
     match k {
         Knob::PurgeThreads => ("threads", 1.0),
         Knob::PurgeBatchSize => ("pages", 1.0),
-        Knob::MaxPurgeLag => ("records", 1.0),
+        Knob::MaxPurgeLag => ("undo_logs", 1.0),
         Knob::MaxPurgeLagDelay => ("seconds", 1e-6),
         Knob::IoCapacity | Knob::IoCapacityMax => ("iops", 1.0),
         Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => ("bytes", 1.0),
@@ -471,12 +471,12 @@ pub fn render(s: &Snapshot) -> String {
         let trx = x.oldest_trx.as_ref();
         f.gauge(
             "innopilot_innodb_history_list_length",
-            "Undo records not yet purged (InnoDB history list length).",
+            "Undo logs not yet purged, one per committed transaction that changed rows (InnoDB history list length).",
             u(sig.history_len),
         );
         f.gauge(
             "innopilot_innodb_history_rate_per_second",
-            "History derivative, records per second (least squares over sampler.window).",
+            "History derivative, undo logs per second (least squares over sampler.window).",
             sig.history_rate,
         );
         f.gauge(

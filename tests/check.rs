@@ -1,5 +1,5 @@
 //! `/check` (freno-compatible) during a live run: 429 with the reason while a held
-//! read view keeps the history above `check.max_history_records`, 200 once it ends
+//! read view keeps the history above `check.max_history_undo_logs`, 200 once it ends
 //! and purge catches up.
 
 mod common;
@@ -32,7 +32,7 @@ async fn check_throttles_under_a_held_read_view_and_clears_after() {
     let config = TestConfig::new()
         .restore_timeout("10s")
         .section("[http]\nstale_after = \"2s\"")
-        .section("[check]\nmax_history_records = 3000")
+        .section("[check]\nmax_history_undo_logs = 3000")
         .build();
     let run = Run::with_config(&config);
     let port = free_port();
@@ -55,7 +55,7 @@ async fn check_throttles_under_a_held_read_view_and_clears_after() {
     assert!(
         throttled["Message"]
             .as_str()
-            .is_some_and(|m| m.contains("purge debt") && m.contains("max_history_records")),
+            .is_some_and(|m| m.contains("purge debt") && m.contains("max_history_undo_logs")),
         "{throttled}"
     );
 

@@ -17,7 +17,7 @@ fn config() -> String {
     TestConfig::new()
         .max_sets_per_minute(120)
         .section(
-            "[policy.purge_rate]\nbudget_records = 5000\ndrain_horizon = \"20s\"\n\
+            "[policy.purge_rate]\nbudget_undo_logs = 5000\ndrain_horizon = \"20s\"\n\
              min_view_age = \"2s\"\nmax_delay_us = 5000",
         )
         .build()

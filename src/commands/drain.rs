@@ -229,7 +229,7 @@ pub fn progress_line(start: u64, target: u64, sig: &Signals, elapsed: Duration) 
     if let Some(t) = sig.sample.oldest_trx.as_ref() {
         if not_shrinking && t.holds_read_view && t.age_s >= 5 && h > target {
             line.push_str(&format!(
-                "; purge is blocked by {} (connection {}, {}@{}, {} s old)",
+                "; purge appears blocked, presumably by {} (connection {}, {}@{}, {} s old; `innopilot diagnose` confirms)",
                 trx_name(&t.trx_id),
                 t.thread_id
                     .map(|i| i.to_string())
@@ -738,7 +738,7 @@ mod tests {
         let (r, text) = drain_sim(&mut server, &opts(10_000, 30)).await;
         assert_eq!(r.ended, Ended::TimedOut, "{text}");
         assert!(r.end_history.unwrap() > 10_000, "{r:?}");
-        let blocker = "purge is blocked by transaction 421000 (connection 1000, report@batch.sim";
+        let blocker = "purge appears blocked, presumably by transaction 421000 (connection 1000, report@batch.sim";
         assert!(text.contains(blocker), "{text}");
         // The server-side wait was stopped, not left behind.
         assert!(server.model().session(2000, 100).is_none());

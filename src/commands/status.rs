@@ -68,25 +68,25 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
         row(
             "history_len",
             int(s.history_len),
-            "records",
-            "undo records not yet purged (History list length)",
+            "undo logs",
+            "History list length: undo logs not yet purged, one per committed transaction that changed rows",
         ),
         row(
             "history_rate",
             num(s.history_rate),
-            "records/s",
+            "undo logs/s",
             "history derivative, least-squares over the window",
         ),
         row(
             "history_purgeable",
             int(purge.as_ref().map(|e| e.purgeable)),
-            "records",
-            "history purge can remove now (estimate, see docs/policies.md)",
+            "undo logs",
+            "history purge can remove now (estimate from the sampled history, see docs/signals.md)",
         ),
         row(
             "history_blocked",
             int(purge.as_ref().map(|e| e.blocked)),
-            "records",
+            "undo logs",
             "history newer than the oldest read view: unpurgeable until it ends",
         ),
         row(
@@ -94,10 +94,10 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
             purge
                 .as_ref()
                 .and_then(|e| e.culprit.as_ref())
-                .map(|c| json!(c.describe()))
+                .map(|c| json!(format!("{} ({})", c.describe(), c.evidence)))
                 .unwrap_or(Value::Null),
             "",
-            "the transaction whose read view blocks purge (KILL its thread ends it)",
+            "the transaction presumed to hold the oldest read view: a hypothesis from the oldest transaction's isolation level; `innopilot diagnose` confirms it before naming a KILL",
         ),
         row(
             "redo_fill_ratio",

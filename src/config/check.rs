@@ -83,6 +83,13 @@ pub(crate) fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
     header_line
 }
 
+/// Configuration keys that were renamed: (old, new).
+pub(crate) const RENAMED: &[(&str, &str)] = &[
+    ("budget_records", "budget_undo_logs"),
+    ("yield_history_records", "yield_history_undo_logs"),
+    ("max_history_records", "max_history_undo_logs"),
+];
+
 /// A TOML or type error as `path:LINE: `section.key`: message`, like the range errors.
 pub(crate) fn parse_error(src: &str, path: &str, e: &toml::de::Error) -> ConfigError {
     let Some(span) = e.span() else {
@@ -103,6 +110,17 @@ pub(crate) fn parse_error(src: &str, path: &str, e: &toml::de::Error) -> ConfigE
     let this_line = src.lines().nth(line - 1).unwrap_or("");
     let key = this_line.split('=').next().unwrap_or("").trim();
     let mut message = e.message().trim_end().to_string();
+    // Keys renamed when history got its unit (undo logs, one per transaction): the
+    // old name is refused with the new one, not accepted silently.
+    for (old, new) in RENAMED {
+        if message.contains(&format!("unknown field `{old}`")) {
+            message = format!(
+                "`{old}` is now `{new}`: history is counted in undo logs (one per committed \
+                 transaction that changed rows), not in rows or records; rename the key, \
+                 the value keeps its meaning"
+            );
+        }
+    }
     if message.contains("expected a duration")
         || message.contains("invalid type") && message.contains("duration")
     {

@@ -216,7 +216,9 @@ pub enum Event {
         message: String,
     },
     /// A read view holds history that purge cannot remove: innopilot adds no DML
-    /// delay for it, and names the transaction to look at (`KILL <thread_id>` ends it).
+    /// delay for it, and names the transaction presumed to hold it. The loop cannot
+    /// see read views, so the holder is a hypothesis (`evidence` says why);
+    /// `innopilot diagnose` confirms it before it gives a KILL.
     PurgeBlocked {
         trx_id: String,
         thread_id: Option<u64>,
@@ -224,11 +226,13 @@ pub enum Event {
         host: Option<String>,
         /// Seconds the transaction has been open.
         age_s: u64,
-        /// History length, records.
+        /// History length, undo logs.
         history: u64,
-        /// Of which newer than the view (cannot be purged while it is open), records.
+        /// Of which newer than the view (cannot be purged while it is open), undo logs.
         blocked: u64,
         purgeable: u64,
+        /// Why this transaction is taken for the holder.
+        evidence: String,
     },
     /// The blocking read view ended (or no longer blocks): purge can progress.
     PurgeUnblocked {

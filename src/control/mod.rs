@@ -736,8 +736,9 @@ impl<S: Server> Controller<S> {
         }
         if let Some((e, c)) = now {
             tracing::warn!(
-                "purge is blocked by {}: no DML delay for that history",
-                c.describe()
+                "purge is blocked by a read view, presumably {} ({}): no DML delay for that history",
+                c.describe(),
+                c.evidence
             );
             self.emit(Event::PurgeBlocked {
                 trx_id: c.trx_id.clone(),
@@ -748,6 +749,7 @@ impl<S: Server> Controller<S> {
                 history: e.history,
                 blocked: e.blocked,
                 purgeable: e.purgeable,
+                evidence: c.evidence.clone(),
             });
         }
         self.blocked_by = now_id;

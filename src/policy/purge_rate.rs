@@ -17,7 +17,7 @@
 //! and the controller is switched off. After the view ends the policy waits one signal
 //! window before acting, since the history rate still covers the blocked period.
 //!
-//! When purgeable history P exceeds its budget b (`budget_records`, shrunk in
+//! When purgeable history P exceeds its budget b (`budget_undo_logs`, shrunk in
 //! proportion, at most 4×, when the undo tablespaces exceed `budget_undo_bytes`), the
 //! policy controls the *rate*: the target history derivative is
 //! r = −(P − b) / drain_horizon (positive below budget: history may grow back to it).
@@ -81,7 +81,7 @@ use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{ConfigError, Section};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues};
-use crate::signals::purge::{estimate, Culprit, PurgeEstimate};
+use crate::signals::purge::{estimate, PurgeEstimate};
 use crate::signals::Signals;
 
 /// The smallest DML delay proposed, µs: the delay stage maps its effort u ∈ (0, 1]
@@ -244,10 +244,10 @@ impl PurgeRate {
         }
     }
 
-    /// The budget in records, shrunk in proportion (at most 4×) when the undo
+    /// The budget in undo logs, shrunk in proportion (at most 4×) when the undo
     /// tablespaces are over their byte budget. Returns (budget, why it shrank).
     fn budget(&self, signals: &Signals) -> (u64, Option<String>) {
-        let b = self.cfg.budget_records;
+        let b = self.cfg.budget_undo_logs;
         match signals.sample.undo_bytes {
             Some(undo) if self.cfg.budget_undo_bytes > 0 && undo > self.cfg.budget_undo_bytes => {
                 let f = (self.cfg.budget_undo_bytes as f64 / undo as f64).max(0.25);
@@ -503,11 +503,11 @@ impl Policy for PurgeRate {
             let culprit = est
                 .culprit
                 .as_ref()
-                .map(Culprit::describe)
+                .map(|c| format!("{} ({})", c.describe(), c.evidence))
                 .unwrap_or_default();
             let why = format!(
-                "history is blocked by {culprit} (≈{} of {} records are newer than its read \
-                 view, purgeable ≈{}): no DML delay, it would only slow users",
+                "history is blocked by a read view, presumably {culprit} (≈{} of {} undo logs \
+                 are newer than it, purgeable ≈{}): no DML delay, it would only slow users",
                 est.blocked, est.history, est.purgeable
             );
             return self.release_all(input, &why);
@@ -515,7 +515,7 @@ impl Policy for PurgeRate {
         let p = est.purgeable;
         if s.t_ms < self.state.settle_until_ms && p > budget {
             let why = format!(
-                "purge was blocked until recently and the history rate ({} records/s) still \
+                "purge was blocked until recently and the history rate ({} undo logs/s) still \
                  covers that period: waiting {:.0} s before acting on purgeable history {p} \
                  (budget {budget_text})",
                 rate(y),
@@ -569,7 +569,7 @@ impl Policy for PurgeRate {
         let situation = if p > budget {
             format!(
                 "purgeable history {p} is {} over its budget {budget_text}{blocked_note}: target {} \
-                 records/s drains the excess in {}, measured {} records/s",
+                 undo logs/s drains the excess in {}, measured {} undo logs/s",
                 p - budget,
                 rate(r),
                 humantime::format_duration(self.cfg.drain_horizon),
@@ -578,7 +578,7 @@ impl Policy for PurgeRate {
         } else {
             format!(
                 "purgeable history {p} is within its budget {budget_text}{blocked_note}: target {} \
-                 records/s, measured {} records/s",
+                 undo logs/s, measured {} undo logs/s",
                 rate(r),
                 rate(y)
             )
@@ -756,8 +756,8 @@ pub struct PurgeRateConfig {
     pub enabled: bool,
     /// Purgeable history (undo logs, as `Innodb_history_list_length` counts them)
     /// tolerated before innopilot acts.
-    pub budget_records: u64,
-    /// Undo tablespace size above which the records budget shrinks in proportion
+    pub budget_undo_logs: u64,
+    /// Undo tablespace size above which the undo-log budget shrinks in proportion
     /// (at most 4×); 0 = ignore undo size.
     pub budget_undo_bytes: u64,
     /// The excess over budget should drain over this long: the target history
@@ -788,7 +788,7 @@ impl Default for PurgeRateConfig {
     fn default() -> Self {
         PurgeRateConfig {
             enabled: true,
-            budget_records: 500_000,
+            budget_undo_logs: 500_000,
             budget_undo_bytes: 4 << 30,
             drain_horizon: Duration::from_secs(300),
             kp: 0.3,
@@ -809,7 +809,7 @@ impl Default for PurgeRateConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawPurgeRate {
     enabled: Option<bool>,
-    budget_records: Option<i64>,
+    budget_undo_logs: Option<i64>,
     budget_undo_size: Option<String>,
     #[serde(default, with = "humantime_serde")]
     drain_horizon: Option<Duration>,
@@ -835,10 +835,10 @@ impl PolicyKind for PurgeRate {
         let secs = Duration::from_secs;
         Ok(PurgeRateConfig {
             enabled: r.enabled.unwrap_or(d.enabled),
-            budget_records: s.int(
-                "budget_records",
-                r.budget_records,
-                d.budget_records,
+            budget_undo_logs: s.int(
+                "budget_undo_logs",
+                r.budget_undo_logs,
+                d.budget_undo_logs,
                 1,
                 4_294_967_295,
             )?,
@@ -929,7 +929,7 @@ mod tests {
 
     /// A tiny InnoDB: history' = DML inflow − purge(threads), the DML rate set by
     /// `writers` sessions each spending `svc_us` per statement plus the server's DML
-    /// delay (this flavor's formula), purge removing up to `per_thread` records/s per
+    /// delay (this flavor's formula), purge removing up to `per_thread` undo logs/s per
     /// thread from purgeable history only.
     struct Plant {
         flavor: Flavor,
@@ -1098,7 +1098,9 @@ mod tests {
             assert_eq!((d.value, d.intent), (0, Intent::Release));
             assert!(
                 d.reason.starts_with(
-                    "history is blocked by trx 1234 (thread 56, app@10.0.0.5) open 312 s"
+                    "history is blocked by a read view, presumably trx 1234 (thread 56, \
+                     app@10.0.0.5) open 312 s (suspected, not confirmed: the oldest \
+                     transaction, REPEATABLE READ isolation, idle in its transaction)"
                 ),
                 "{}",
                 d.reason
@@ -1147,7 +1149,7 @@ mod tests {
     }
 
     #[test]
-    fn undo_over_its_byte_budget_shrinks_the_records_budget() {
+    fn undo_over_its_byte_budget_shrinks_the_undo_log_budget() {
         let p = PurgeRate::new(PurgeRateConfig::default());
         let mut s = signals_with(0, 0.0, None);
         s.sample.undo_bytes = Some(8 << 30);
@@ -1475,7 +1477,7 @@ mod tests {
         );
         run.plant.close_view();
         let after = run.run(900);
-        // Purge (32 000/s vs 30 000/s offered) drains the 9 M records at once, every
+        // Purge (32 000/s vs 30 000/s offered) drains the 9 M undo logs at once, every
         // minute a bit; the delay helps it but never takes more than about
         // max_dml_slowdown_pct (20 %) of the DML rate.
         let hist: Vec<u64> = run.trace[330..].iter().map(|t| t.0).collect();

@@ -31,7 +31,7 @@
 //! without bound: the reason MariaDB reverted the algorithm (MDEV-32050). While
 //! *purgeable* history
 //! ([`estimate`], any read view counting as a blocker, so it errs toward not yielding)
-//! exceeds `yield_history_records`, the policy yields: it hands purge threads back to
+//! exceeds `yield_history_undo_logs`, the policy yields: it hands purge threads back to
 //! their baseline (a `Release`, so the purge-rate policy may ask for more) until
 //! purgeable history is under 80 % of the limit. The high-mode DML delay stays: it
 //! slows the writers that fill the redo, which helps both. The flush policy, which
@@ -174,7 +174,7 @@ pub struct Watermark {
     id: PolicyId,
     cfg: WatermarkConfig,
     state: Option<State>,
-    /// Purgeable history is over `yield_history_records` (and not yet under 80 % of
+    /// Purgeable history is over `yield_history_undo_logs` (and not yet under 80 % of
     /// it): purge threads are handed back.
     yielding: bool,
     /// High mode's DML delay and the row time (µs) it was sized from, chosen when high
@@ -196,7 +196,7 @@ impl Watermark {
     /// Whether purge debt is over its limit this tick (with hysteresis), and the
     /// purgeable history behind the verdict.
     fn debt_over_limit(&mut self, input: &PolicyInput<'_>) -> (bool, Option<u64>) {
-        let limit = self.cfg.yield_history_records;
+        let limit = self.cfg.yield_history_undo_logs;
         let purgeable = estimate(input.signals, Duration::ZERO).map(|e| e.purgeable);
         self.yielding = limit > 0
             && purgeable.is_some_and(|p| {
@@ -399,10 +399,10 @@ impl Policy for Watermark {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
             let mut p = self.purge_threads(&bands, level, pct, base);
             if let (true, Some(b), Some(h)) = (yielding, base, purgeable) {
-                let limit = self.cfg.yield_history_records;
+                let limit = self.cfg.yield_history_undo_logs;
                 p.reason = format!(
                     "purgeable history {h} is over the limit {limit} \
-                     (yield_history_records): foreground protection yields, {b} {} (the \
+                     (yield_history_undo_logs): foreground protection yields, {b} {} (the \
                      baseline) until it is under {}; without the limit: {}",
                     threads_word(b),
                     limit / 5 * 4,
@@ -443,17 +443,17 @@ pub struct WatermarkConfig {
     pub high_delay_us: u64,
     /// … and at most what slows row changes by this share (%), at the row time measured.
     pub high_max_slowdown_pct: f64,
-    /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, records.
+    /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, undo logs.
     pub high_max_purge_lag: u64,
     /// Above the high watermark where purge threads are read-only (MySQL): the smaller
     /// innodb_purge_batch_size to propose.
     pub high_batch_size: u64,
-    /// Purgeable history (records) above which foreground protection yields: purge
+    /// Purgeable history (undo logs) above which foreground protection yields: purge
     /// threads go back to their baseline until it is under 80 % of this. 0 = never
     /// (the default, and MariaDB 10.6.5 as published, which MDEV-32050 reverted for
     /// the unbounded history it left behind). Opt-in because it trades stalls for
     /// debt: docs/policies.md has the simulator's numbers.
-    pub yield_history_records: u64,
+    pub yield_history_undo_logs: u64,
 }
 
 impl Default for WatermarkConfig {
@@ -468,7 +468,7 @@ impl Default for WatermarkConfig {
             high_max_slowdown_pct: 20.0,
             high_max_purge_lag: 100_000,
             high_batch_size: 100,
-            yield_history_records: 0,
+            yield_history_undo_logs: 0,
         }
     }
 }
@@ -486,7 +486,7 @@ pub struct RawWatermark {
     high_max_slowdown_pct: Option<f64>,
     high_max_purge_lag: Option<i64>,
     high_batch_size: Option<i64>,
-    yield_history_records: Option<i64>,
+    yield_history_undo_logs: Option<i64>,
 }
 
 impl PolicyKind for Watermark {
@@ -542,10 +542,10 @@ impl PolicyKind for Watermark {
                 1,
                 5000,
             )?,
-            yield_history_records: s.int(
-                "yield_history_records",
-                w.yield_history_records,
-                dw.yield_history_records,
+            yield_history_undo_logs: s.int(
+                "yield_history_undo_logs",
+                w.yield_history_undo_logs,
+                dw.yield_history_undo_logs,
                 0,
                 10_000_000_000,
             )?,
@@ -633,7 +633,7 @@ mod tests {
         w.decide(&input)
     }
 
-    /// Purge threads proposed at `pct` fill with `history` records, all purgeable.
+    /// Purge threads proposed at `pct` fill with `history` undo logs, all purgeable.
     fn threads_at(w: &mut Watermark, pct: f64, history: u64) -> Proposal {
         let s = Signals {
             redo_fill: Some(pct / 100.0),
@@ -686,13 +686,13 @@ mod tests {
     }
 
     /// Sustained redo pressure must not pin purge at one thread forever (MDEV-32050):
-    /// over `yield_history_records` of purgeable history the threads go back to the
+    /// over `yield_history_undo_logs` of purgeable history the threads go back to the
     /// baseline, as a Release so the purge-rate policy may ask for more, until history
     /// is under 80 % of the limit; 0 keeps the published behaviour.
     #[test]
     fn purge_debt_over_its_limit_hands_threads_back() {
         let mut w = Watermark::new(WatermarkConfig {
-            yield_history_records: 2_000_000,
+            yield_history_undo_logs: 2_000_000,
             ..WatermarkConfig::default()
         });
         assert_eq!(threads_at(&mut w, 90.0, 1_900_000).value, 1);
@@ -713,7 +713,7 @@ mod tests {
         assert_eq!(threads_at(&mut w, 90.0, 1_700_000).value, 4);
         assert_eq!(threads_at(&mut w, 90.0, 1_590_000).value, 1);
         let mut w = Watermark::new(WatermarkConfig {
-            yield_history_records: 0,
+            yield_history_undo_logs: 0,
             ..WatermarkConfig::default()
         });
         assert_eq!(threads_at(&mut w, 90.0, 50_000_000).value, 1);

@@ -95,7 +95,7 @@ impl Knob {
         match self {
             Knob::PurgeThreads => "threads",
             Knob::PurgeBatchSize => "undo pages",
-            Knob::MaxPurgeLag => "history records",
+            Knob::MaxPurgeLag => "undo logs of history",
             Knob::MaxPurgeLagDelay => "µs",
             Knob::IoCapacity | Knob::IoCapacityMax => "IOPS",
             Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => "bytes",
@@ -317,7 +317,7 @@ pub trait Server: Send {
     }
 
     /// Starts a wait, inside the server and on a session of its own, until the history
-    /// list is at most `target` records, ending after `limit` at the latest (MariaDB's
+    /// list is at most `target` undo logs, ending after `limit` at the latest (MariaDB's
     /// `innodb_max_purge_lag_wait`). Where the server cannot wait, the caller polls.
     fn wait_for_history_at_most(
         &mut self,

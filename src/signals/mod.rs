@@ -36,7 +36,7 @@ pub struct Signals {
     #[serde(default)]
     pub free_page_wait_rate: Option<f64>,
     pub history_len: Option<u64>,
-    /// History derivative, records per second: least-squares slope over the window.
+    /// History derivative, undo logs per second: least-squares slope over the window.
     pub history_rate: Option<f64>,
     /// Rows inserted + updated + deleted per second (latest interval).
     pub dml_rate: Option<f64>,
@@ -51,7 +51,7 @@ pub struct Signals {
     /// splits history into purgeable and blocked with.
     #[serde(default)]
     pub view_history: Option<ViewHistory>,
-    /// Fastest history decrease seen lately, records/s (positive): the largest
+    /// Fastest history decrease seen lately, undo logs/s (positive): the largest
     /// −history_rate, decaying with a [`DRAIN_HALF_LIFE`] half-life. Purge drained at
     /// least this fast then, so it is a rough lower bound on what purge can do.
     #[serde(default)]
@@ -91,7 +91,7 @@ pub struct SignalWindow {
     samples: VecDeque<Sample>,
     /// (t_ms, history_len), at least a second apart, up to [`HISTORY_MEMORY`] back.
     history_log: VecDeque<(u64, u64)>,
-    /// Decaying peak of −history_rate: (records/s, when).
+    /// Decaying peak of −history_rate: (undo logs/s, when).
     drain: Option<(f64, u64)>,
 }
 

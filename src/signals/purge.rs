@@ -21,7 +21,21 @@
 //!
 //! Every step only *lowers* the purgeable estimate, so errors go toward "blocked",
 //! which means toward *not* delaying users. The failure modes are in
-//! `docs/policies.md`.
+//! `docs/signals.md`.
+//!
+//! The loop cannot see read views: `information_schema.INNODB_TRX` has no column for
+//! them. The view it splits by is a *hypothesis*: the oldest transaction, when its
+//! isolation level and command suggest one ([`Culprit::evidence`] says why). An old
+//! idle write-only transaction holds none; taking it for the holder only moves the
+//! split toward "blocked" (its start is earlier than the real view's).
+//!
+//! `diagnose`, off the loop, reads SHOW ENGINE INNODB STATUS once and splits by the
+//! server's own transaction numbers instead ([`split_by_trx_numbers`]), which is exact
+//! where it matters most: a view opened before any of the history.
+//!
+//! History is counted in *undo logs*: `Innodb_history_list_length` is the number of
+//! committed transactions whose undo purge has not yet freed, one per transaction that
+//! updated or deleted, however many rows it changed.
 
 use std::time::Duration;
 
@@ -40,6 +54,9 @@ pub struct Culprit {
     pub host: Option<String>,
     /// Seconds since the transaction started.
     pub age_s: u64,
+    /// Why it is taken to hold the oldest read view: in the loop a hypothesis, never
+    /// a fact (see the module documentation).
+    pub evidence: String,
 }
 
 impl Culprit {
@@ -50,6 +67,15 @@ impl Culprit {
             user: t.user.clone(),
             host: t.host.clone(),
             age_s: t.age_s,
+            evidence: format!(
+                "suspected, not confirmed: the oldest transaction, {} isolation, {}",
+                t.isolation.as_deref().unwrap_or("unknown"),
+                match t.command.as_deref() {
+                    Some("Sleep") => "idle in its transaction".to_string(),
+                    Some(c) => format!("command {c}"),
+                    None => "command unknown".to_string(),
+                }
+            ),
         }
     }
 
@@ -88,12 +114,15 @@ pub enum Basis {
     /// The view began before innopilot's memory: the unseen part is extrapolated from
     /// the current history rate.
     Extrapolated,
+    /// Split by the server's transaction numbers, with the holder confirmed from SHOW
+    /// ENGINE INNODB STATUS (`diagnose`): [`split_by_trx_numbers`].
+    TrxNumbers,
 }
 
 /// History split into what purge can remove now and what a read view blocks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PurgeEstimate {
-    /// `Innodb_history_list_length` (undo logs not yet purged).
+    /// `Innodb_history_list_length`: undo logs (committed transactions) not yet purged.
     pub history: u64,
     /// Estimated part purge can remove now (an upper estimate).
     pub purgeable: u64,
@@ -162,6 +191,73 @@ pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstima
         culprit: Some(Culprit::from_trx(trx)),
         basis,
     })
+}
+
+/// The server's own transaction numbers, from the TRANSACTIONS section of SHOW ENGINE
+/// INNODB STATUS (read once, by `diagnose`: the statement can hang).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrxNumbers {
+    /// `Trx id counter C`: the next number the server hands out. Transaction ids and
+    /// commit numbers come from this one counter (`trx_sys.get_new_trx_id()` in both
+    /// servers).
+    pub counter: u64,
+    /// `Purge done for trx's n:o < P`: purge has handled every commit numbered below P.
+    pub purged_below: u64,
+}
+
+impl TrxNumbers {
+    /// Reads `Trx id counter` and `Purge done for trx's n:o <` (decimal, as MariaDB
+    /// ≥ 10.2 and MySQL ≥ 5.6 print them) from SHOW ENGINE INNODB STATUS text.
+    pub fn parse(text: &str) -> Option<Self> {
+        fn first_u64(s: &str) -> Option<u64> {
+            let d: String = s.trim_start().chars().take_while(char::is_ascii_digit).collect();
+            d.parse().ok()
+        }
+        let mut counter = None;
+        let mut purged_below = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("Trx id counter ") {
+                // Old servers printed two words or hex: then the line is not taken.
+                counter = first_u64(rest).filter(|_| rest.trim().bytes().all(|b| b.is_ascii_digit()));
+            } else if let Some(rest) = line.strip_prefix("Purge done for trx's n:o < ") {
+                purged_below = first_u64(rest)
+                    .filter(|_| rest.split_whitespace().next().is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit())));
+            }
+        }
+        Some(TrxNumbers {
+            counter: counter?,
+            purged_below: purged_below?,
+        })
+    }
+}
+
+/// Splits history H into (purgeable, blocked) by transaction numbers, given the limit
+/// L of the oldest read view (`will not see trx with id >= L`). Purge may only remove
+/// the undo of commits numbered below the view's limit (`purge_sys.view`, a copy of the
+/// oldest view: trx0purge.cc), and of the numbers handed out since purge's position P
+/// those from L on went to transactions the view cannot see:
+///
+/// ```text
+/// blocked ≈ H · (C − max(L, P)) / (C − P),   purgeable = H − blocked
+/// ```
+///
+/// Exact at both ends, which are the cases a DBA acts on: L ≤ P (purge has reached the
+/// view; all of H is blocked) and L ≥ C (nothing began since the view; nothing is
+/// blocked). In between it assumes the transactions that leave history are spread
+/// evenly over the numbers; numbers also go to transactions that leave none (insert
+/// only, rolled back), so the error is their uneven share on either side of L. With
+/// no read view open there is nothing to split: everything is purgeable.
+pub fn split_by_trx_numbers(history: u64, n: TrxNumbers, view_limit: u64) -> (u64, u64) {
+    let (c, p) = (n.counter, n.purged_below);
+    if view_limit >= c {
+        return (history, 0);
+    }
+    if view_limit <= p {
+        return (0, history);
+    }
+    let share = (c - view_limit) as f64 / (c - p) as f64;
+    let blocked = ((history as f64 * share).round() as u64).min(history);
+    (history - blocked, blocked)
 }
 
 /// Fixtures shared with the policies' tests.
@@ -308,7 +404,49 @@ mod tests {
         assert!(e.is_blocked());
     }
 
+    #[test]
+    fn trx_numbers_are_read_from_engine_status() {
+        let text = "------------\nTRANSACTIONS\n------------\nTrx id counter 2041494\n\
+                    Purge done for trx's n:o < 2041362 undo n:o < 0 state: running but idle\n\
+                    History list length 2\n";
+        assert_eq!(
+            TrxNumbers::parse(text),
+            Some(TrxNumbers { counter: 2041494, purged_below: 2041362 })
+        );
+        // Pre-5.6 text (two words, hex) is not taken.
+        assert_eq!(TrxNumbers::parse("Trx id counter 0 117472192\nPurge done for trx's n:o < 0 117472190 undo n:o < 0 0\n"), None);
+        assert_eq!(TrxNumbers::parse("Trx id counter 2100\nPurge done for trx's n:o < 1F15 undo n:o < 0\n"), None);
+        assert_eq!(TrxNumbers::parse("History list length 5\n"), None);
+    }
+
+    #[test]
+    fn split_by_numbers_is_exact_at_the_ends() {
+        let n = TrxNumbers { counter: 1_000, purged_below: 400 };
+        // A view opened before all of the history: purge has reached it.
+        assert_eq!(split_by_trx_numbers(5_000, n, 400), (0, 5_000));
+        assert_eq!(split_by_trx_numbers(5_000, n, 100), (0, 5_000));
+        // Nothing began since the view: it blocks nothing.
+        assert_eq!(split_by_trx_numbers(5_000, n, 1_000), (5_000, 0));
+        // Half of the numbers since purge's position came after the view.
+        assert_eq!(split_by_trx_numbers(5_000, n, 700), (2_500, 2_500));
+        assert_eq!(split_by_trx_numbers(0, n, 700), (0, 0));
+    }
+
     proptest! {
+        #[test]
+        fn split_by_numbers_adds_up_and_an_older_view_blocks_more(
+            h in 0u64..10_000_000,
+            p in 0u64..1_000_000,
+            span in 0u64..1_000_000,
+            l in 0u64..2_000_000,
+        ) {
+            let n = TrxNumbers { counter: p + span, purged_below: p };
+            let (pg, b) = split_by_trx_numbers(h, n, l);
+            prop_assert_eq!(pg + b, h);
+            let (pg_older, _) = split_by_trx_numbers(h, n, l.saturating_sub(1_000));
+            prop_assert!(pg_older <= pg);
+        }
+
         /// The split adds up, and more evidence of blocking never makes more purgeable:
         /// an older view, a faster inflow, a faster drain.
         #[test]

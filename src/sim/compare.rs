@@ -140,6 +140,12 @@ pub fn model_for(scenario: &Scenario, peer: &Peer, seed: u64) -> Model {
     for (k, v) in &peer.knobs {
         startup.insert(*k, *v);
     }
+    if let Some(f) = peer.redo_factor {
+        let k = flavor.redo_knob();
+        if let Some(v) = startup.get(&k).copied() {
+            startup.insert(k, (v as f64 * f) as u64);
+        }
+    }
     Model::new(&sc, flavor, startup, seed)
 }
 

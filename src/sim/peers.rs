@@ -25,6 +25,9 @@ pub enum Driver {
     Innopilot,
     /// innopilot's watermark policy alone, as MariaDB 10.6.5 published it.
     Watermark1065,
+    /// innopilot with its defaults plus redo resizing (`[policy.flush] redo_resize`,
+    /// the redo knobs managed): the benchmark's `innopilot_redo` arm.
+    InnopilotRedo,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +38,9 @@ pub struct Peer {
     pub flavor: Option<SimFlavor>,
     /// Startup configuration on top of the flavor's defaults and the scenario's.
     pub knobs: KnobValues,
+    /// Multiplies the scenario's redo size at startup (the benchmark's `redo_static`
+    /// arm: the static fix a DBA would try first).
+    pub redo_factor: Option<f64>,
     pub driver: Driver,
 }
 
@@ -45,8 +51,15 @@ pub const NAMES: &[&str] = &[
     "mysql_threshold",
     "mariadb1065_adaptive",
     "one_purge_thread",
+    "mariadb_threshold",
+    "redo_static",
     "innopilot",
+    "innopilot_redo",
 ];
+
+/// The benchmark's `redo_static` arm sizes the redo this many times the scenario's
+/// (bench/bench.py, `REDO_STATIC_FACTOR`).
+pub const REDO_STATIC_FACTOR: f64 = 8.0;
 
 impl Peer {
     pub fn named(name: &str) -> Option<Peer> {
@@ -55,6 +68,7 @@ impl Peer {
             title,
             flavor,
             knobs,
+            redo_factor: None,
             driver,
         };
         Some(match name {
@@ -99,12 +113,41 @@ impl Peer {
                 KnobValues::from([(Knob::PurgeThreads, 1)]),
                 Driver::Static,
             ),
+            // The benchmark's threshold arm runs on MariaDB, whose delay applies only
+            // while purge handles pages (policy::server_model).
+            "mariadb_threshold" => p(
+                "mariadb_threshold",
+                "MariaDB 10.11, innodb_max_purge_lag 100000 + delay 10 ms",
+                Some(SimFlavor::MariaDb1011),
+                KnobValues::from([
+                    (Knob::MaxPurgeLag, 100_000),
+                    (Knob::MaxPurgeLagDelay, 10_000),
+                ]),
+                Driver::Static,
+            ),
+            "redo_static" => Peer {
+                redo_factor: Some(REDO_STATIC_FACTOR),
+                ..p(
+                    "redo_static",
+                    "static redo 8 x the scenario's (what a DBA tries first)",
+                    None,
+                    KnobValues::new(),
+                    Driver::Static,
+                )
+            },
             "innopilot" => p(
                 "innopilot",
                 "innopilot, default configuration, every enabled policy",
                 None,
                 KnobValues::new(),
                 Driver::Innopilot,
+            ),
+            "innopilot_redo" => p(
+                "innopilot_redo",
+                "innopilot, default configuration plus redo resizing",
+                None,
+                KnobValues::new(),
+                Driver::InnopilotRedo,
             ),
             _ => return None,
         })
@@ -122,6 +165,7 @@ impl Peer {
             // Built from the default so policies added later take part automatically.
             Driver::Innopilot => Some(Config::default()),
             Driver::Watermark1065 => Some(watermark_only_config()),
+            Driver::InnopilotRedo => Some(redo_resize_config()),
         }
     }
 }
@@ -140,7 +184,7 @@ pub fn watermark_only_config() -> Config {
                 [knobs.innodb_purge_batch_size]\nmin_dwell = \"0s\"\nmax_step = 5000\n\
                 [policy.watermark]\nenabled = true\nlow_pct = 20.0\nhigh_pct = 80.0\n\
                 max_purge_threads = 0\nhysteresis_pct = 0.0\nhigh_delay_us = 0\n\
-                yield_history_records = 0\n"
+                yield_history_undo_logs = 0\n"
         .to_string();
     let mut text = base;
     let registry = Registry::standard();
@@ -159,8 +203,19 @@ pub fn watermark_only_config() -> Config {
         // with the default guard limits.
         let mut c = Config::default();
         c.policy.watermark.hysteresis_pct = 0.0;
-        c.policy.watermark.yield_history_records = 0;
+        c.policy.watermark.yield_history_undo_logs = 0;
         c
+    })
+}
+
+/// innopilot's defaults plus redo resizing, as the benchmark's `innopilot_redo` arm
+/// configures it: the redo knob managed and `[policy.flush] redo_resize` on.
+pub fn redo_resize_config() -> Config {
+    let text = "[knobs.innodb_log_file_size]\nmanage = true\n\
+                [knobs.innodb_redo_log_capacity]\nmanage = true\n\
+                [policy.flush]\nredo_resize = true\n";
+    Config::parse(text, "(simulator)").unwrap_or_else(|e| {
+        panic!("the innopilot_redo peer's configuration is refused: {e}")
     })
 }
 
@@ -176,6 +231,9 @@ mod tests {
             assert_eq!(p.config().is_some(), p.driver != Driver::Static);
         }
         assert!(Peer::named("nope").is_none());
+        let c = redo_resize_config();
+        assert!(c.policy.flush.redo_resize);
+        assert_eq!(Peer::named("redo_static").unwrap().redo_factor, Some(8.0));
     }
 
     #[test]
@@ -186,7 +244,7 @@ mod tests {
         assert_eq!((w.low_pct, w.high_pct, w.hysteresis_pct), (20.0, 80.0, 0.0));
         assert_eq!(w.max_purge_threads, 0);
         // As published: no limit on the history it leaves behind.
-        assert_eq!(w.yield_history_records, 0);
+        assert_eq!(w.yield_history_undo_logs, 0);
         assert_eq!(c.limits(Knob::PurgeThreads).max_step, 32);
         assert_eq!(c.limits(Knob::PurgeThreads).min_dwell.as_secs(), 0);
     }

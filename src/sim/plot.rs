@@ -298,7 +298,7 @@ pub fn write_svgs(runs: &[&SimRun], dir: &Path) -> Result<Vec<PathBuf>, SimError
             dir,
             "history.svg",
             &format!("purge debt — {who}"),
-            "history records",
+            "history (undo logs)",
             Axis::Count,
             per_arm(&|r, i| {
                 vec![

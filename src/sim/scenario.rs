@@ -199,7 +199,7 @@ pub struct Scenario {
     pub server_config: KnobValues,
     /// Undo tablespaces (0: undo in the system tablespace, never truncated).
     pub undo_tablespaces: u32,
-    /// History records present at the start (debt from before the run).
+    /// History (undo logs) present at the start (debt from before the run).
     pub initial_history: f64,
     /// Of which cold (not in the buffer pool): e.g. just after a restart.
     pub initial_cold: f64,
@@ -218,6 +218,9 @@ pub const NAMES: &[&str] = &[
     "backup_replica",
     "day",
     "undo_truncation",
+    "purge_behind",
+    "cold_view",
+    "checkpoint_stall",
 ];
 
 const MIB: f64 = 1_048_576.0;
@@ -385,7 +388,7 @@ impl Scenario {
                 // I/O-bound and settles below the rate it needs to keep up.
                 let mut s = base(
                     name,
-                    "restart with 3 M records of cold history under a 50 % load",
+                    "restart with 3 M undo logs of cold history under a 50 % load",
                     "000",
                     400.0,
                     SimFlavor::MariaDb1011,
@@ -393,7 +396,7 @@ impl Scenario {
                 s.hardware.read_latency_ms = 1.0;
                 s.hardware.device_iops = 5_000.0;
                 s.load = vec![(0.0, 0.5)];
-                // A long report left 3 M records of history; the server restarts at
+                // A long report left 3 M undo logs of history; the server restarts at
                 // 20 s (a maintenance window) and none of that undo is cached after.
                 s.initial_history = 3_000_000.0;
                 s.restarts = vec![20.0];
@@ -504,6 +507,116 @@ impl Scenario {
                     (Knob::UndoLogTruncate, 1),
                     (Knob::MaxUndoLogSize, 10 << 20),
                 ]);
+                s
+            }
+            // The real benchmark's scenarios (bench/bench.py, docs/benchmarks.md) on this
+            // 2-core box, with their sizes; each workload's rates are calibrated on the
+            // real defaults arm (docs/simulator.md, "Twins of the real benchmark").
+            "purge_behind" => {
+                // e_purge_behind: oltp_update_index, 8 x 250 k rows (~480 MiB) in a
+                // 128 MiB buffer pool, 16 sessions in a closed loop (modelled as arrivals
+                // above capacity), reads limited to 6000 IOPS, a view from 10 s to 40 s.
+                // Purge must visit secondary-index pages that are mostly not cached:
+                // measured, history grows ~2.9 k/s at ~4 k TPS with 4 purge threads,
+                // so purge removes ~1.1 k/s (~300/s a thread).
+                let mut s = base(
+                    name,
+                    "twin of e_purge_behind: index updates on data 4x the buffer pool, purge falls behind",
+                    "000",
+                    180.0,
+                    SimFlavor::MariaDb1011,
+                );
+                s.hardware = Hardware {
+                    cores: 2.0,
+                    buffer_pool_pages: 8_192.0,
+                    device_iops: 6_000.0,
+                    read_latency_ms: 0.3,
+                };
+                s.workload = Workload {
+                    peak_tps: 6_000.0,
+                    clients: 16.0,
+                    cpu_us_per_trx: 330.0,
+                    writes_per_trx: 1.0,
+                    redo_bytes_per_trx: 700.0,
+                    // The clustered page and the secondary index's old and new entries.
+                    pages_per_trx: 3.0,
+                    reads_per_trx: 1.0,
+                    working_set_pages: 30_000.0,
+                    purge_cpu_us_per_record: 60.0,
+                    purge_records_per_thread_s: 300.0,
+                    purge_redo_bytes_per_record: 400.0,
+                    purge_pages_per_record: 2.0,
+                    undo_bytes_per_record: 150.0,
+                };
+                s.load = vec![(0.0, 1.0)];
+                s.views = vec![ReadView {
+                    start_s: 10.0,
+                    end_s: 40.0,
+                }];
+                s.server_config = KnobValues::from([(Knob::LogFileSize, 96 << 20)]);
+                s.undo_records_per_page = 20.0;
+                s.undo_cache_records = 100_000.0;
+                s
+            }
+            "cold_view" => {
+                // f_cold_view: oltp_update_non_index on 4 x 100 k hot rows at 50 % of the
+                // measured peak (open loop), a snapshot from 30 s to 120 s while a report
+                // scans a 1.5 M-row cold table (its pages displace the undo), reads
+                // limited to 1500 IOPS, a 256 MiB buffer pool.
+                let mut s = base(
+                    name,
+                    "twin of f_cold_view: 50 % load, a 90 s view while a scan evicts the undo",
+                    "000",
+                    180.0,
+                    SimFlavor::MariaDb1011,
+                );
+                s.hardware.device_iops = 1_500.0;
+                s.hardware.read_latency_ms = 0.5;
+                s.workload.peak_tps = 12_000.0;
+                s.workload.clients = 16.0;
+                s.workload.cpu_us_per_trx = 150.0;
+                s.workload.working_set_pages = 2_500.0;
+                s.load = vec![(0.0, 0.5)];
+                s.views = vec![ReadView {
+                    start_s: 30.0,
+                    end_s: 120.0,
+                }];
+                s.server_config = KnobValues::from([(Knob::LogFileSize, 96 << 20)]);
+                // What the scan leaves of the pool for undo.
+                s.undo_cache_records = 300_000.0;
+                s
+            }
+            "checkpoint_stall" => {
+                // g_checkpoint_stall: 8 x 250 k rows (~480 MiB, all hot) in a 1 GiB
+                // buffer pool, 128 MiB of redo, data-page writes limited to 16 MiB/s
+                // (1 024 pages/s); uniform non-index updates at 40 % of peak, a
+                // closed-loop burst from 50 s to 120 s (modelled as arrivals above
+                // capacity), then 40 % again.
+                let mut s = base(
+                    name,
+                    "twin of g_checkpoint_stall: 40 % load, a burst at 50-120 s, writes limited to 16 MiB/s",
+                    "001",
+                    180.0,
+                    SimFlavor::MariaDb1011,
+                );
+                s.hardware = Hardware {
+                    cores: 2.0,
+                    buffer_pool_pages: 65_536.0,
+                    device_iops: 1_024.0,
+                    read_latency_ms: 0.2,
+                };
+                s.workload.peak_tps = 10_000.0;
+                s.workload.clients = 16.0;
+                s.workload.cpu_us_per_trx = 180.0;
+                s.workload.working_set_pages = 30_000.0;
+                s.load = vec![
+                    (0.0, 0.4),
+                    (49.999, 0.4),
+                    (50.0, 1.5),
+                    (119.999, 1.5),
+                    (120.0, 0.4),
+                ];
+                s.server_config = KnobValues::from([(Knob::LogFileSize, 128 << 20)]);
                 s
             }
             _ => return None,
