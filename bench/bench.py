@@ -526,14 +526,15 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # simulator's mariadb1065_adaptive peer (src/sim/peers.rs, watermark_only_config):
         # 20/80 %, N = the purge threads found at start, no hysteresis, a change allowed
         # every tick (10.6.5 decided before each purge batch), and no DML delay in high
-        # mode (10.6.5 paused purge between batches instead; no variable does that).
+        # mode (10.6.5 paused purge between batches instead; no variable does that, and the
+        # watermark policy never delays DML).
         lines.insert(1, "max_sets_per_minute = 600")  # into [control]
         lines += ["[knobs.innodb_purge_threads]", "max_step = 32", 'min_dwell = "0s"', "",
                   "[knobs.innodb_max_purge_lag_delay]", 'min_dwell = "0s"', "",
                   "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
                   "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
                   "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
-                  "hysteresis_pct = 0.0", "high_delay_us = 0", "yield_history_undo_logs = 0", "",
+                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", "",
                   "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
                   "[policy.undo]", "enabled = false", ""]

@@ -701,6 +701,25 @@ mod tests {
         assert!(e.contains("samplr") && e.contains("test.toml:1"), "{e}");
     }
 
+    /// A renamed or removed key is refused with what to do, not as a bare unknown key.
+    #[test]
+    fn renamed_and_removed_keys_say_what_to_do() {
+        let e = err("[policy.purge_rate]\nbudget_records = 5000\n");
+        assert!(
+            e.contains("test.toml:2") && e.contains("is now `budget_undo_logs`") && e.contains("undo logs"),
+            "{e}"
+        );
+        let e = err("[check]\nmax_history_records = 5000\n");
+        assert!(e.contains("is now `max_history_undo_logs`"), "{e}");
+        let e = err("[policy.watermark]\nhigh_delay_us = 0\n");
+        assert!(
+            e.contains("`high_delay_us` was removed") && e.contains("delete the key"),
+            "{e}"
+        );
+        let e = err("[policy.flush]\nlast_resort_fill_pct = 95.0\n");
+        assert!(e.contains("is now `probe_fill_pct`"), "{e}");
+    }
+
     #[test]
     fn bad_duration_names_line() {
         let e = err("[sampler]\n\ninterval = \"1 fortnight-ish\"\n");

@@ -83,12 +83,41 @@ pub(crate) fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
     header_line
 }
 
-/// Configuration keys that were renamed: (old, new).
-pub(crate) const RENAMED: &[(&str, &str)] = &[
-    ("budget_records", "budget_undo_logs"),
-    ("yield_history_records", "yield_history_undo_logs"),
-    ("max_history_records", "max_history_undo_logs"),
+/// Configuration keys that were renamed or removed: (old, the new name or `None`,
+/// why). An old key is refused with this, not accepted silently.
+pub(crate) const KEY_CHANGES: &[(&str, Option<&str>, &str)] = &[
+    (
+        "budget_records",
+        Some("budget_undo_logs"),
+        UNDO_LOGS,
+    ),
+    (
+        "yield_history_records",
+        Some("yield_history_undo_logs"),
+        UNDO_LOGS,
+    ),
+    (
+        "max_history_records",
+        Some("max_history_undo_logs"),
+        UNDO_LOGS,
+    ),
+    ("high_delay_us", None, NO_REDO_DELAY),
+    ("high_max_slowdown_pct", None, NO_REDO_DELAY),
+    ("high_max_purge_lag", None, NO_REDO_DELAY),
+    ("last_resort_delay_us", None, NO_REDO_DELAY),
+    ("last_resort_max_slowdown_pct", None, NO_REDO_DELAY),
+    (
+        "last_resort_fill_pct",
+        Some("probe_fill_pct"),
+        "there is no last-resort DML delay any more: above this fill io_capacity probes upward",
+    ),
 ];
+
+const UNDO_LOGS: &str = "history is counted in undo logs (one per committed transaction that \
+                         changed rows), not in rows or records; the value keeps its meaning";
+const NO_REDO_DELAY: &str = "redo pressure is never handled by delaying DML (MariaDB applies \
+                             that delay exactly when a read view ends, on top of the purge \
+                             surge); only [policy.purge_rate] sets the DML delay";
 
 /// A TOML or type error as `path:LINE: `section.key`: message`, like the range errors.
 pub(crate) fn parse_error(src: &str, path: &str, e: &toml::de::Error) -> ConfigError {
@@ -110,15 +139,12 @@ pub(crate) fn parse_error(src: &str, path: &str, e: &toml::de::Error) -> ConfigE
     let this_line = src.lines().nth(line - 1).unwrap_or("");
     let key = this_line.split('=').next().unwrap_or("").trim();
     let mut message = e.message().trim_end().to_string();
-    // Keys renamed when history got its unit (undo logs, one per transaction): the
-    // old name is refused with the new one, not accepted silently.
-    for (old, new) in RENAMED {
+    for (old, new, why) in KEY_CHANGES {
         if message.contains(&format!("unknown field `{old}`")) {
-            message = format!(
-                "`{old}` is now `{new}`: history is counted in undo logs (one per committed \
-                 transaction that changed rows), not in rows or records; rename the key, \
-                 the value keeps its meaning"
-            );
+            message = match new {
+                Some(new) => format!("`{old}` is now `{new}`: {why}; rename the key"),
+                None => format!("`{old}` was removed: {why}; delete the key"),
+            };
         }
     }
     if message.contains("expected a duration")

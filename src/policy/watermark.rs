@@ -1,8 +1,10 @@
 //! Watermark policy: MariaDB 10.6.5's adaptive purge, brought back from outside the
-//! server and made configurable. It owns `innodb_purge_threads` (where it is dynamic,
-//! MariaDB ≥ 10.7.1) and, above the high watermark only, the DML-delay pair
-//! `innodb_max_purge_lag` / `innodb_max_purge_lag_delay` (MariaDB) or
-//! `innodb_purge_batch_size` (servers whose purge threads are read-only, i.e. MySQL).
+//! server and made configurable. It proposes `innodb_purge_threads` (where it is
+//! dynamic, MariaDB ≥ 10.7.1) and, above the high watermark only where purge threads
+//! are read-only (MySQL), a smaller `innodb_purge_batch_size`. It never touches the
+//! DML-delay pair: redo pressure is never handled by delaying DML (MariaDB applies that
+//! delay only while purge progresses and history is above the lag, i.e. exactly when a
+//! read view ends, on top of the purge surge). The purge-rate policy alone owns it.
 //!
 //! Purge writes redo. When redo fills up to the sync-flush point, users stall while
 //! pages are flushed (seed 003 measured TPS touching 0 with 4 or 8 purge threads), so
@@ -15,15 +17,15 @@
 //!   runs N threads, bucket 2 N−1, …, bucket N one. With N = 4 and 20/80 the buckets
 //!   are 20–35, 35–50, 50–65 and 65–80 %;
 //! - at or above `high_pct`: one thread and "high mode". MariaDB 10.6.5 then paused
-//!   purge 10 ms between batches; no variable does that, so innopilot proposes the
-//!   nearest thing a server offers: on MariaDB a DML delay (`innodb_max_purge_lag` +
-//!   `innodb_max_purge_lag_delay`, which slows the writers that fill the redo), on MySQL
-//!   a smaller `innodb_purge_batch_size` (less redo per purge batch).
+//!   purge 10 ms between batches; no variable does that. On MariaDB high mode is one
+//!   purge thread and nothing else (10.6.5 never delayed DML either); on MySQL, whose
+//!   purge threads are read-only, a smaller `innodb_purge_batch_size` (less redo per
+//!   purge batch).
 //!
 //! A level changes only once the fill has moved `hysteresis_pct` points past the
 //! boundary in the direction of the move, so a fill wobbling around a boundary does not
 //! make purge threads flap. Leaving high mode therefore happens below
-//! `high_pct − hysteresis_pct`; from then on the high-mode knobs are released to their
+//! `high_pct − hysteresis_pct`; from then on the batch size is released to its
 //! baseline every tick (the guard drops the no-ops).
 //!
 //! **Purge debt may have a limit too** (opt-in). Under sustained redo pressure the
@@ -33,10 +35,9 @@
 //! ([`estimate`], any read view counting as a blocker, so it errs toward not yielding)
 //! exceeds `yield_history_undo_logs`, the policy yields: it hands purge threads back to
 //! their baseline (a `Release`, so the purge-rate policy may ask for more) until
-//! purgeable history is under 80 % of the limit. The high-mode DML delay stays: it
-//! slows the writers that fill the redo, which helps both. The flush policy, which
-//! outranks this one, still guards the sync-flush cliff, but cannot always hold it:
-//! the yield trades debt for stalls, hence off (0) by default.
+//! purgeable history is under 80 % of the limit. The flush policy, which outranks this
+//! one, still guards the sync-flush cliff, but cannot always hold it: the yield trades
+//! debt for stalls, hence off (0) by default.
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`estimate`]: super::purge_rate::estimate
@@ -45,7 +46,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::server_model::{mariadb_dml_delay_us, row_time_us, small_delay_us};
 use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{hard_range, ConfigError, Section};
@@ -177,9 +177,6 @@ pub struct Watermark {
     /// Purgeable history is over `yield_history_undo_logs` (and not yet under 80 % of
     /// it): purge threads are handed back.
     yielding: bool,
-    /// High mode's DML delay and the row time (µs) it was sized from, chosen when high
-    /// mode began (held until it ends, so the row time's noise does not become SETs).
-    high_delay: Option<(u64, Option<f64>)>,
 }
 
 impl Watermark {
@@ -189,7 +186,6 @@ impl Watermark {
             cfg,
             state: None,
             yielding: false,
-            high_delay: None,
         }
     }
 
@@ -269,7 +265,8 @@ impl Watermark {
         self.propose(Knob::PurgeThreads, t, intent, reason)
     }
 
-    /// High mode's extra brake, or handing it back outside high mode.
+    /// High mode's extra brake where purge threads are read-only, or handing it back
+    /// outside high mode. Where they are dynamic, one thread is all high mode does.
     fn high_mode(
         &mut self,
         input: &PolicyInput<'_>,
@@ -287,60 +284,9 @@ impl Watermark {
                 num(self.cfg.hysteresis_pct)
             )
         };
-        if caps.settable(Knob::PurgeThreads) {
-            // MariaDB ≥ 10.7.1. Its 10.6.5 pause between purge batches has no variable;
-            // a DML delay slows the writers filling the redo instead.
-            let lag = self.cfg.high_max_purge_lag;
-            let (delay, row_us) = if high {
-                *self.high_delay.get_or_insert_with(|| {
-                    let d = small_delay_us(
-                        input.signals,
-                        self.cfg.high_delay_us,
-                        self.cfg.high_max_slowdown_pct,
-                    );
-                    (d, row_time_us(input.signals))
-                })
-            } else {
-                self.high_delay = None;
-                (0, None)
-            };
-            let bound = match row_us {
-                Some(r) if self.cfg.high_delay_us > 0 => format!(
-                    " (at most {} µs and {} % of a row's {r:.0} µs when high mode began)",
-                    self.cfg.high_delay_us, self.cfg.high_max_slowdown_pct
-                ),
-                _ => String::new(),
-            };
-            let act_reason = || {
-                let now = match input.signals.history_len {
-                    Some(h) => format!(
-                        "; at history {h} that is {} µs",
-                        mariadb_dml_delay_us(h, lag, delay)
-                    ),
-                    None => String::new(),
-                };
-                format!(
-                    "redo fill {pct:.1} % is at or above the high watermark {} %: DML delay \
-                     with innodb_max_purge_lag {lag} and innodb_max_purge_lag_delay {delay} \
-                     µs{bound}. \
-                     MariaDB applies it only while purge handles pages (none while a read view \
-                     blocks purge), as min({delay}, 10000·history/{lag} − 5000) µs once history \
-                     exceeds {lag}{now}",
-                    num(bands.high)
-                )
-            };
-            for (knob, value) in [(Knob::MaxPurgeLag, lag), (Knob::MaxPurgeLagDelay, delay)] {
-                if !caps.settable(knob) {
-                    continue;
-                }
-                if high {
-                    out.push(self.propose(knob, value, Intent::Act, act_reason()));
-                } else if let Some(&base) = baseline.get(&knob) {
-                    let reason = format!("{}: {knob} back to its baseline {base}", out_of_high());
-                    out.push(self.propose(knob, base, Intent::Release, reason));
-                }
-            }
-        } else if caps.settable(Knob::PurgeBatchSize) {
+        // Where purge threads are dynamic (MariaDB ≥ 10.7.1) the thread proposal is the
+        // whole of high mode.
+        if !caps.settable(Knob::PurgeThreads) && caps.settable(Knob::PurgeBatchSize) {
             // Purge threads are read-only here (MySQL, MariaDB < 10.7.1): smaller batches
             // write less redo per batch. Never above the baseline: this is a brake. Without
             // a baseline there is nothing to bound it by or to release it to.
@@ -420,7 +366,6 @@ impl Policy for Watermark {
     fn reset(&mut self) {
         self.state = None;
         self.yielding = false;
-        self.high_delay = None;
     }
 }
 
@@ -432,19 +377,12 @@ pub struct WatermarkConfig {
     pub enabled: bool,
     /// Redo fill (percent of the sync-flush point) where throttling starts.
     pub low_pct: f64,
-    /// Redo fill where purge runs with one thread and DML delay starts.
+    /// Redo fill where purge runs with one thread (high mode).
     pub high_pct: f64,
     /// Number of buckets = purge threads at low fill; 0 = the value found at start.
     pub max_purge_threads: u64,
     /// Fill must move this many percentage points past a boundary to change bucket.
     pub hysteresis_pct: f64,
-    /// Above the high watermark (MariaDB): innodb_max_purge_lag_delay to propose at
-    /// most, µs …
-    pub high_delay_us: u64,
-    /// … and at most what slows row changes by this share (%), at the row time measured.
-    pub high_max_slowdown_pct: f64,
-    /// Above the high watermark (MariaDB): innodb_max_purge_lag to propose, undo logs.
-    pub high_max_purge_lag: u64,
     /// Above the high watermark where purge threads are read-only (MySQL): the smaller
     /// innodb_purge_batch_size to propose.
     pub high_batch_size: u64,
@@ -464,9 +402,6 @@ impl Default for WatermarkConfig {
             high_pct: 80.0,
             max_purge_threads: 0,
             hysteresis_pct: 2.0,
-            high_delay_us: 10_000,
-            high_max_slowdown_pct: 20.0,
-            high_max_purge_lag: 100_000,
             high_batch_size: 100,
             yield_history_undo_logs: 0,
         }
@@ -482,9 +417,6 @@ pub struct RawWatermark {
     high_pct: Option<f64>,
     max_purge_threads: Option<i64>,
     hysteresis_pct: Option<f64>,
-    high_delay_us: Option<i64>,
-    high_max_slowdown_pct: Option<f64>,
-    high_max_purge_lag: Option<i64>,
     high_batch_size: Option<i64>,
     yield_history_undo_logs: Option<i64>,
 }
@@ -513,27 +445,6 @@ impl PolicyKind for Watermark {
                 dw.hysteresis_pct,
                 0.0,
                 20.0,
-            )?,
-            high_delay_us: s.int(
-                "high_delay_us",
-                w.high_delay_us,
-                dw.high_delay_us,
-                0,
-                10_000_000,
-            )?,
-            high_max_slowdown_pct: s.float(
-                "high_max_slowdown_pct",
-                w.high_max_slowdown_pct,
-                dw.high_max_slowdown_pct,
-                1.0,
-                90.0,
-            )?,
-            high_max_purge_lag: s.int(
-                "high_max_purge_lag",
-                w.high_max_purge_lag,
-                dw.high_max_purge_lag,
-                1,
-                4_294_967_295,
             )?,
             high_batch_size: s.int(
                 "high_batch_size",
@@ -648,41 +559,6 @@ mod tests {
             baseline: &base,
         };
         find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
-    }
-
-    /// High mode's DML delay is small for fast rows: at 89 µs a row (4 threads, 45 000
-    /// rows/s) at most 20 % of it, 22 µs, not the 10 ms cap that collapsed the
-    /// benchmark's throughput once a read view ended (every row past the lag pays it
-    /// on MariaDB); chosen when high mode begins and held until it ends.
-    #[test]
-    fn high_mode_delay_follows_the_row_time_and_holds() {
-        let mut w = Watermark::new(WatermarkConfig::default());
-        let base = baseline(4, 127);
-        let mut run = |pct: f64, dml: f64| {
-            let mut s = Signals {
-                redo_fill: Some(pct / 100.0),
-                history_len: Some(250_000),
-                dml_rate: Some(dml),
-                ..Signals::default()
-            };
-            s.sample.threads_running = Some(5);
-            let input = PolicyInput {
-                signals: &s,
-                caps: &mariadb(),
-                current: &base,
-                baseline: &base,
-            };
-            let ps = w.decide(&input);
-            find(&ps, Knob::MaxPurgeLagDelay).unwrap().clone()
-        };
-        let d = run(90.0, 45_000.0);
-        assert_eq!((d.value, d.intent), (22, Intent::Act), "{}", d.reason);
-        assert!(d.reason.contains("20 % of a row's 89 µs"), "{}", d.reason);
-        assert_eq!(run(95.0, 20_000.0).value, 22);
-        let d = run(50.0, 20_000.0);
-        assert_eq!((d.value, d.intent), (0, Intent::Release));
-        // A new high-mode episode measures again: 5 ms rows, the 10 ms cap is not hit.
-        assert_eq!(run(90.0, 800.0).value, 1_250);
     }
 
     /// Sustained redo pressure must not pin purge at one thread forever (MDEV-32050):
@@ -815,35 +691,22 @@ mod tests {
         assert_eq!(threads(&mut w, 40.0), 3);
     }
 
+    /// Redo pressure is never handled by delaying DML: on MariaDB high mode is one
+    /// purge thread, and the DML-delay pair is never proposed, in or out of it.
     #[test]
-    fn high_mode_on_mariadb_sets_the_dml_delay() {
+    fn high_mode_on_mariadb_is_one_thread_and_no_dml_delay() {
+        let mut w = Watermark::new(WatermarkConfig::default());
+        for pct in [85.0, 95.0, 79.0, 50.0, 10.0] {
+            let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(pct));
+            assert!(find(&ps, Knob::MaxPurgeLag).is_none(), "{ps:?}");
+            assert!(find(&ps, Knob::MaxPurgeLagDelay).is_none(), "{ps:?}");
+            assert!(find(&ps, Knob::PurgeBatchSize).is_none(), "{ps:?}");
+        }
         let mut w = Watermark::new(WatermarkConfig::default());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(85.0));
-        let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
-        let delay = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
-        assert_eq!((lag.value, lag.intent), (100_000, Intent::Act));
-        assert_eq!((delay.value, delay.intent), (10_000, Intent::Act));
-        assert!(
-            delay.reason.contains("only while purge handles pages"),
-            "{}",
-            delay.reason
-        );
-        assert!(
-            delay
-                .reason
-                .contains("min(10000, 10000·history/100000 − 5000)"),
-            "{}",
-            delay.reason
-        );
-        // history 250 000 → 10000·2.5 − 5000 = 20 000, capped at 10 000.
-        assert!(
-            delay.reason.contains("at history 250000 that is 10000 µs"),
-            "{}",
-            delay.reason
-        );
-        assert!(find(&ps, Knob::PurgeBatchSize).is_none());
-        assert_eq!(find(&ps, Knob::PurgeThreads).unwrap().value, 1);
-        assert_eq!(ps.len(), 3);
+        let t = find(&ps, Knob::PurgeThreads).unwrap();
+        assert_eq!((t.value, ps.len()), (1, 1));
+        assert!(t.reason.contains("(high mode)"), "{}", t.reason);
     }
 
     #[test]
@@ -869,24 +732,13 @@ mod tests {
         decide(&mut w, &mariadb(), &base, Some(85.0));
         // 79 % is within the hysteresis: still high mode.
         let ps = decide(&mut w, &mariadb(), &base, Some(79.0));
-        assert_eq!(
-            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
-            Intent::Act
-        );
-        // Below 80 − 2: bucket 4, and the delay pair goes back to the baseline.
+        assert!(find(&ps, Knob::PurgeThreads).unwrap().reason.contains("(high mode)"));
+        // Below 80 − 2: bucket 4, one thread still, out of high mode.
         let ps = decide(&mut w, &mariadb(), &base, Some(77.9));
-        assert_eq!(find(&ps, Knob::PurgeThreads).unwrap().value, 1);
-        for knob in [Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay] {
-            let p = find(&ps, knob).unwrap();
-            assert_eq!((p.value, p.intent), (0, Intent::Release), "{}", p.reason);
-            assert!(p.reason.contains("back to its baseline 0"), "{}", p.reason);
-        }
-        // Kept up on later ticks.
+        let t = find(&ps, Knob::PurgeThreads).unwrap();
+        assert_eq!(t.value, 1);
+        assert!(!t.reason.contains("(high mode)"), "{}", t.reason);
         let ps = decide(&mut w, &mariadb(), &base, Some(10.0));
-        assert_eq!(
-            find(&ps, Knob::MaxPurgeLag).unwrap().intent,
-            Intent::Release
-        );
         assert_eq!(
             find(&ps, Knob::PurgeThreads).unwrap().intent,
             Intent::Release
@@ -949,27 +801,13 @@ mod tests {
         // 8 buckets of 7.5 points: 40 % is bucket 3 → 6 threads.
         assert_eq!(threads(&mut w, 40.0), 6);
         assert_eq!(threads(&mut w, 10.0), 8);
-        // Neither known: no thread proposals, but high mode still works.
+        // Neither known: no thread proposals, and nothing else on MariaDB.
         let mut w = Watermark::new(WatermarkConfig::default());
         let base = KnobValues::from([(Knob::MaxPurgeLag, 0), (Knob::MaxPurgeLagDelay, 0)]);
         let ps = decide(&mut w, &mariadb(), &base, Some(40.0));
-        assert!(find(&ps, Knob::PurgeThreads).is_none());
+        assert!(ps.is_empty(), "{ps:?}");
         let ps = decide(&mut w, &mariadb(), &base, Some(90.0));
-        assert!(find(&ps, Knob::PurgeThreads).is_none());
-        assert_eq!(
-            find(&ps, Knob::MaxPurgeLagDelay).unwrap().intent,
-            Intent::Act
-        );
-    }
-
-    #[test]
-    fn mariadb_delay_formula() {
-        assert_eq!(mariadb_dml_delay_us(100_000, 100_000, 10_000), 0);
-        assert_eq!(mariadb_dml_delay_us(100_001, 100_000, 10_000), 5_000);
-        assert_eq!(mariadb_dml_delay_us(120_000, 100_000, 10_000), 7_000);
-        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 10_000), 10_000);
-        assert_eq!(mariadb_dml_delay_us(714_000, 100_000, 0), 0);
-        assert_eq!(mariadb_dml_delay_us(714_000, 0, 10_000), 0);
+        assert!(ps.is_empty(), "{ps:?}");
     }
 
     /// Valid configurations as `Config::parse` accepts them: high > low + hysteresis.
@@ -1014,7 +852,6 @@ mod tests {
                         Knob::PurgeBatchSize => {
                             prop_assert!((1..=batch_base).contains(&p.value), "{pct}: {p:?}");
                         }
-                        Knob::MaxPurgeLag | Knob::MaxPurgeLagDelay => prop_assert!(on_mariadb),
                         other => prop_assert!(false, "unexpected knob {other}"),
                     }
                 }

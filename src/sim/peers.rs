@@ -173,8 +173,8 @@ impl Peer {
 /// The published 10.6.5 algorithm through innopilot's watermark policy: 20/80, N = the
 /// purge threads found at start, no hysteresis, a change per tick allowed (10.6.5 acted
 /// before every purge batch). Above the high watermark 10.6.5 paused purge 10 ms between
-/// batches; it never delayed DML, so `high_delay_us = 0` (no DML delay at all) and high
-/// mode is "one purge thread". Every other policy of the registry is disabled, as long
+/// batches; it never delayed DML, and neither does the watermark policy: high mode is
+/// "one purge thread". Every other policy of the registry is disabled, as long
 /// as it follows the `[policy.NAME] enabled` convention.
 pub fn watermark_only_config() -> Config {
     let base = "[control]\nmax_sets_per_minute = 600\n\
@@ -183,7 +183,7 @@ pub fn watermark_only_config() -> Config {
                 [knobs.innodb_max_purge_lag]\nmin_dwell = \"0s\"\n\
                 [knobs.innodb_purge_batch_size]\nmin_dwell = \"0s\"\nmax_step = 5000\n\
                 [policy.watermark]\nenabled = true\nlow_pct = 20.0\nhigh_pct = 80.0\n\
-                max_purge_threads = 0\nhysteresis_pct = 0.0\nhigh_delay_us = 0\n\
+                max_purge_threads = 0\nhysteresis_pct = 0.0\n\
                 yield_history_undo_logs = 0\n"
         .to_string();
     let mut text = base;
