@@ -538,7 +538,7 @@ fn purge(f: &Facts) -> Vec<Finding> {
         };
         let mut x = Finding::new("purge", "purge_blocked", severity, title)
         .why(format!(
-            "{view_txt} keeps every row version newer than its snapshot, so purge cannot shrink the history: {h} undo logs, {rate_txt}.{split} {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O.{unconfirmed}{}",
+            "{view_txt} keeps every row version newer than its snapshot, so purge cannot remove the history written since it began: {h} undo logs in all, {rate_txt}.{split} {stmt_txt} When it ends, purge surges and competes with users for CPU, redo and I/O.{unconfirmed}{}",
             command.map(|c| format!(" Command: {c}.")).unwrap_or_default(),
         ))
         .todo("Find out why it is open (the statement, the application behind the account) and end it; long reads belong on a replica or in READ COMMITTED. If it is safe to end it now, kill the connection.".to_string());
@@ -1566,7 +1566,7 @@ mod tests {
         assert!(fs
             .iter()
             .all(|x| x.sql.iter().all(|q| !q.starts_with("KILL"))));
-        assert!(fs.iter().all(|x| !x.explanation.contains("cannot shrink")));
+        assert!(fs.iter().all(|x| !x.explanation.contains("cannot remove the history")));
         let ok = fs.iter().find(|x| x.id == "purge_ok").unwrap();
         assert!(
             ok.explanation.contains("nothing to purge"),

@@ -173,8 +173,9 @@ impl Policy for Undo {
             .and_then(|e| e.culprit)
             .map(|c| {
                 format!(
-                    "; undo cannot shrink while {} holds a read view: purge cannot free the undo \
-                     it may need, and a tablespace with live undo is not truncated",
+                    "; undo cannot shrink while a read view is open (presumably held by {}): purge \
+                     cannot free the undo it may need, and a tablespace with live undo is not \
+                     truncated",
                     c.describe()
                 )
             })
@@ -547,7 +548,7 @@ mod tests {
         let ps = decide(&mut u, &testkit::mariadb(), &baseline(), &s);
         let r = &find(&ps, Knob::MaxUndoLogSize).unwrap().reason;
         assert!(
-            r.contains("undo cannot shrink while trx 1234 (thread 56, app@10.0.0.5) open 312 s holds a read view"),
+            r.contains("undo cannot shrink while a read view is open (presumably held by trx 1234 (thread 56, app@10.0.0.5) open 312 s)"),
             "{r}"
         );
     }
