@@ -133,16 +133,16 @@ def main():
             ]) + " |")
         # Rankings: do the simulator and the server order the arms alike? dryrun only
         # observes; its peer is the defaults, so it is left out.
-        arms = [a for a in summ[sc] if a != "dryrun" and peer_for(sc, a)]
+        arms = [x for x in summ[sc] if x != "dryrun" and peer_for(sc, x)]
         for what, rkey, skey, sign in (("mean TPS", "mean_tps", "mean_tps", 1),
                                         ("history at the end (lower is better)", "end_debt", "end_history", -1)):
             real_v, sim_v = {}, {}
-            for a in arms:
-                rv = median(summ, sc, a, rkey)
-                sr = rows.get((ssc, peer_for(sc, a)))
+            for arm in arms:
+                rv = median(summ, sc, arm, rkey)
+                sr = rows.get((ssc, peer_for(sc, arm)))
                 sv = sr.get(skey) if sr else None
-                real_v[a] = None if rv is None else sign * rv
-                sim_v[a] = None if sv is None else sign * sv
+                real_v[arm] = None if rv is None else sign * rv
+                sim_v[arm] = None if sv is None else sign * sv
             rr, sr_ = ranking(real_v), ranking(sim_v)
             same = "same order" if rr == sr_ and rr else ("no simulator rows" if not sr_ else "**differs**")
             lines.append(f"\nRanking by {what}: server {' > '.join(rr) or '–'}; "

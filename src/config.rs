@@ -706,7 +706,9 @@ mod tests {
     fn renamed_and_removed_keys_say_what_to_do() {
         let e = err("[policy.purge_rate]\nbudget_records = 5000\n");
         assert!(
-            e.contains("test.toml:2") && e.contains("is now `budget_undo_logs`") && e.contains("undo logs"),
+            e.contains("test.toml:2")
+                && e.contains("is now `budget_undo_logs`")
+                && e.contains("undo logs"),
             "{e}"
         );
         let e = err("[check]\nmax_history_records = 5000\n");

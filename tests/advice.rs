@@ -150,21 +150,31 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
 async fn one_purge_thread_that_falls_behind_has_a_finding() {
     let db = MariaDb::new();
     db.prepare_table(50_000).await;
-    // One thread handling one undo page a batch cannot keep up with four writers.
+    // The load updates k: with an index on it, purge must also remove each old
+    // secondary-index entry. One thread handling one undo page a batch then cannot
+    // keep up with eight writers (with four threads and the default batch it can).
+    db.exec("ALTER TABLE test.t ADD INDEX k (k)").await;
     db.exec("SET GLOBAL innodb_purge_threads = 1").await;
     db.exec("SET GLOBAL innodb_purge_batch_size = 1").await;
-    let load = db.spawn_update_load(4);
+    let load = db.spawn_update_load(8);
     let v = diagnose(&db, 12, "1s").await;
     let f = finding(&v, "single_purge_thread").unwrap_or_else(|| panic!("{:?}: {v:#}", ids(&v)));
     assert_eq!(f["sql"][0], "SET GLOBAL innodb_purge_threads = 4;", "{f:#}");
     let why = f["explanation"].as_str().unwrap();
-    assert!(why.contains("undo logs/s") && why.contains("no read view"), "{why}");
+    assert!(
+        why.contains("undo logs/s") && why.contains("no read view"),
+        "{why}"
+    );
     // With the threads back (over as long a run), purge keeps up: no such finding.
     db.exec("SET GLOBAL innodb_purge_batch_size = 127").await;
     db.exec("SET GLOBAL innodb_purge_threads = 4").await;
     let v = diagnose(&db, 12, "1s").await;
     load.stop().await;
-    assert!(finding(&v, "single_purge_thread").is_none(), "{:?}", ids(&v));
+    assert!(
+        finding(&v, "single_purge_thread").is_none(),
+        "{:?}",
+        ids(&v)
+    );
 }
 
 /// The advised innodb_log_file_size is whole MiB and at most the stated multiple (2)

@@ -532,7 +532,10 @@ async fn burst(db: &MariaDb, secs: u64) {
     let load = db.spawn_update_load(2);
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let stats = load.stop().await;
-    assert!(stats.updates > 100, "the burst made too few updates: {stats:?}");
+    assert!(
+        stats.updates > 100,
+        "the burst made too few updates: {stats:?}"
+    );
 }
 
 /// The purgeable / blocked split `diagnose` reports, against what the views make
@@ -588,20 +591,31 @@ async fn diagnose_splits_history_by_where_the_views_began() {
     )
     .await;
     let h2 = p["history"].as_u64().unwrap();
-    assert!(h2 > 100 && h2 < h_both, "history {h2}, before the release {h_both}: {p:#}");
+    assert!(
+        h2 > 100 && h2 < h_both,
+        "history {h2}, before the release {h_both}: {p:#}"
+    );
     assert_eq!(p["blocked"], p["history"], "{p:#}");
 
     // 3. A snapshot opened after the second burst, then the view that held the burst
-    // ends: the burst is purgeable, the new view blocks (next to) nothing.
+    // ends: the burst is purgeable, so purge removes it while the new view is still
+    // open, and the split calls (next to) none of it blocked.
     let v3 = db.hold_read_view().await;
     v2.release().await;
-    let p = purge_split(&db).await;
+    let p = eventually(
+        "purge removing the burst while the newer view is open",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let p = purge_split(&db).await;
+            (p["history"].as_u64().unwrap() * 10 < h2).then_some(p)
+        },
+    )
+    .await;
     assert_eq!(p["holder_thread_id"], v3.connection_id(), "{p:#}");
-    let (h, blocked) = (p["history"].as_u64().unwrap(), p["blocked"].as_u64().unwrap());
-    assert!(h > 100, "the burst must still be there: {p:#}");
     // Background work (persistent statistics) may take a transaction number or two
     // after the view: at most 1 % of the burst counts as blocked.
-    assert!(blocked * 100 <= h, "{p:#}");
+    assert!(p["blocked"].as_u64().unwrap() * 100 <= h2, "{p:#}");
     let text = run_diagnose(db.dsn(), false).await;
     assert!(!text.contains("Purge is blocked"), "{text}");
     assert!(!text.contains("KILL"), "{text}");

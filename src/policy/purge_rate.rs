@@ -1339,7 +1339,8 @@ mod tests {
         assert_eq!(d.intent, Intent::Act, "{}", d.reason);
         assert!(d.value > 0, "{}", d.reason);
         assert!(
-            t.reason.contains("the DML delay stage acts on the debt instead"),
+            t.reason
+                .contains("the DML delay stage acts on the debt instead"),
             "{}",
             t.reason
         );
@@ -1466,7 +1467,8 @@ mod tests {
         let last = &held.last().unwrap().1;
         let d = find(last, Knob::MaxPurgeLagDelay).unwrap();
         assert!(
-            d.reason.contains("history is blocked by trx 1234"),
+            d.reason
+                .contains("history is blocked by a read view, presumably trx 1234"),
             "{}",
             d.reason
         );

@@ -732,7 +732,10 @@ mod tests {
         decide(&mut w, &mariadb(), &base, Some(85.0));
         // 79 % is within the hysteresis: still high mode.
         let ps = decide(&mut w, &mariadb(), &base, Some(79.0));
-        assert!(find(&ps, Knob::PurgeThreads).unwrap().reason.contains("(high mode)"));
+        assert!(find(&ps, Knob::PurgeThreads)
+            .unwrap()
+            .reason
+            .contains("(high mode)"));
         // Below 80 − 2: bucket 4, one thread still, out of high mode.
         let ps = decide(&mut w, &mariadb(), &base, Some(77.9));
         let t = find(&ps, Knob::PurgeThreads).unwrap();

@@ -210,7 +210,11 @@ impl TrxNumbers {
     /// ≥ 10.2 and MySQL ≥ 5.6 print them) from SHOW ENGINE INNODB STATUS text.
     pub fn parse(text: &str) -> Option<Self> {
         fn first_u64(s: &str) -> Option<u64> {
-            let d: String = s.trim_start().chars().take_while(char::is_ascii_digit).collect();
+            let d: String = s
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
             d.parse().ok()
         }
         let mut counter = None;
@@ -218,10 +222,14 @@ impl TrxNumbers {
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("Trx id counter ") {
                 // Old servers printed two words or hex: then the line is not taken.
-                counter = first_u64(rest).filter(|_| rest.trim().bytes().all(|b| b.is_ascii_digit()));
+                counter =
+                    first_u64(rest).filter(|_| rest.trim().bytes().all(|b| b.is_ascii_digit()));
             } else if let Some(rest) = line.strip_prefix("Purge done for trx's n:o < ") {
-                purged_below = first_u64(rest)
-                    .filter(|_| rest.split_whitespace().next().is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit())));
+                purged_below = first_u64(rest).filter(|_| {
+                    rest.split_whitespace()
+                        .next()
+                        .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))
+                });
             }
         }
         Some(TrxNumbers {
@@ -411,17 +419,28 @@ mod tests {
                     History list length 2\n";
         assert_eq!(
             TrxNumbers::parse(text),
-            Some(TrxNumbers { counter: 2041494, purged_below: 2041362 })
+            Some(TrxNumbers {
+                counter: 2041494,
+                purged_below: 2041362
+            })
         );
         // Pre-5.6 text (two words, hex) is not taken.
         assert_eq!(TrxNumbers::parse("Trx id counter 0 117472192\nPurge done for trx's n:o < 0 117472190 undo n:o < 0 0\n"), None);
-        assert_eq!(TrxNumbers::parse("Trx id counter 2100\nPurge done for trx's n:o < 1F15 undo n:o < 0\n"), None);
+        assert_eq!(
+            TrxNumbers::parse(
+                "Trx id counter 2100\nPurge done for trx's n:o < 1F15 undo n:o < 0\n"
+            ),
+            None
+        );
         assert_eq!(TrxNumbers::parse("History list length 5\n"), None);
     }
 
     #[test]
     fn split_by_numbers_is_exact_at_the_ends() {
-        let n = TrxNumbers { counter: 1_000, purged_below: 400 };
+        let n = TrxNumbers {
+            counter: 1_000,
+            purged_below: 400,
+        };
         // A view opened before all of the history: purge has reached it.
         assert_eq!(split_by_trx_numbers(5_000, n, 400), (0, 5_000));
         assert_eq!(split_by_trx_numbers(5_000, n, 100), (0, 5_000));

@@ -214,9 +214,8 @@ pub fn redo_resize_config() -> Config {
     let text = "[knobs.innodb_log_file_size]\nmanage = true\n\
                 [knobs.innodb_redo_log_capacity]\nmanage = true\n\
                 [policy.flush]\nredo_resize = true\n";
-    Config::parse(text, "(simulator)").unwrap_or_else(|e| {
-        panic!("the innopilot_redo peer's configuration is refused: {e}")
-    })
+    Config::parse(text, "(simulator)")
+        .unwrap_or_else(|e| panic!("the innopilot_redo peer's configuration is refused: {e}"))
 }
 
 #[cfg(test)]
