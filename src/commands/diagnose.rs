@@ -232,6 +232,13 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// The read view confirmed from SHOW ENGINE INNODB STATUS, if any.
+    fn confirmed_view(&self) -> Option<&ViewHolder> {
+        match &self.holder {
+            Some(Holder::Confirmed(v)) => Some(v),
+            _ => None,
+        }
+    }
     fn var(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)
     }
@@ -568,10 +575,7 @@ fn purge(f: &Facts) -> Vec<Finding> {
             "blocked": est.as_ref().map(|e| e.blocked),
             "split_basis": est.as_ref().map(|e| e.basis),
             "trx_numbers": f.trx_numbers,
-            "view_not_see_from": match &f.holder {
-                Some(Holder::Confirmed(v)) => Some(v.not_see_from),
-                _ => None,
-            },
+            "view_not_see_from": f.confirmed_view().map(|v| v.not_see_from),
         });
         out.push(x);
         return out;
@@ -652,10 +656,9 @@ fn purge_split(f: &Facts, h: u64) -> Option<PurgeEstimate> {
 
 /// One sentence: the split and where it comes from.
 fn split_text(f: &Facts, e: &PurgeEstimate) -> String {
-    let numbers = f.trx_numbers.zip(match &f.holder {
-        Some(Holder::Confirmed(v)) => Some(v.not_see_from),
-        _ => None,
-    });
+    let numbers = f
+        .trx_numbers
+        .zip(f.confirmed_view().map(|v| v.not_see_from));
     match (e.basis, numbers) {
         (Basis::TrxNumbers, Some((n, limit))) if limit <= n.purged_below => format!(
             " Purge has reached the view: it has handled every commit numbered below {}, and the view does not see transactions from {limit} on, so all {} undo logs wait for it to end.",
@@ -1090,14 +1093,8 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
             "blocked": e.blocked,
             "basis": e.basis,
             "trx_numbers": f.trx_numbers,
-            "view_not_see_from": match &f.holder {
-                Some(Holder::Confirmed(v)) => Some(v.not_see_from),
-                _ => None,
-            },
-            "holder_thread_id": match &f.holder {
-                Some(Holder::Confirmed(v)) => v.thread_id,
-                _ => None,
-            },
+            "view_not_see_from": f.confirmed_view().map(|v| v.not_see_from),
+            "holder_thread_id": f.confirmed_view().and_then(|v| v.thread_id),
         })),
         "signals": crate::commands::status::watch_json(&f.signals, f.min_view_age)["signals"],
     })
