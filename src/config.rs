@@ -720,6 +720,14 @@ mod tests {
         );
         let e = err("[policy.flush]\nlast_resort_fill_pct = 95.0\n");
         assert!(e.contains("is now `probe_fill_pct`"), "{e}");
+        let e = err("[policy.flush]\ncapacity_max_ratio = 2.0\n");
+        assert!(
+            e.contains("test.toml:2")
+                && e.contains("`capacity_max_ratio` was removed")
+                && e.contains("innodb_io_capacity_max is the flush policy's lever")
+                && e.contains("delete the key"),
+            "{e}"
+        );
     }
 
     #[test]

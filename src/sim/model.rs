@@ -12,8 +12,9 @@
 //!    gets its fair share by thread count (purge threads vs. runnable clients);
 //! 4. purge: per-thread rate (batch-size efficiency), CPU-bound on warm undo, read-bound
 //!    on cold undo, never past the oldest read view;
-//! 5. flushing: by redo fill region (background, adaptive from the low-water mark,
-//!    io_capacity_max past the async point, the whole device past the sync point),
+//! 5. flushing: by redo fill region (background, adaptive from the low-water mark by
+//!    the page cleaner's io_capacity_max · F^1.5 / 750, batches of io_capacity_max past
+//!    the async point, the whole device past the sync point),
 //!    limited by the device after reads; checkpoint age falls in proportion to the
 //!    dirty pages flushed;
 //! 6. sync flush: work that would push checkpoint age past the sync point waits
@@ -675,9 +676,12 @@ impl Model {
         } else if a0 >= async_pt {
             io_max
         } else if a0 >= lwm {
+            // The page cleaner's redo term, io_capacity_max · F^1.5 / 750 (the flush
+            // policy's model of buf0flu.cc, shared so both agree), or the pages the
+            // recent dirtying needs (its avg_page_rate and pages_for_lsn terms), capped
+            // at io_capacity_max; the device caps it below.
             let x = ((a0 - lwm) / (async_pt - lwm).max(1.0)).clamp(0.0, 1.0);
-            let ratio = (io_max / io_cap).floor().max(1.0);
-            (io_cap * (1.0 + x * (ratio - 1.0)))
+            crate::policy::flush::page_cleaner_pages(a0, async_pt, lwm, io_cap, io_max)
                 .max(x * self.dirty_rate_ema)
                 .min(io_max)
         } else {
