@@ -52,9 +52,10 @@ THRESHOLD_DELAY_US = 10000  # innodb_max_purge_lag_delay = 10 ms
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_redo", "dryrun"]
+ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_redo",
+        "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_redo", "dryrun"]
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_redo", "dryrun"]
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -64,6 +65,8 @@ ARM_DOC = {
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "watermark": "innopilot run, only [policy.watermark] enabled, as MariaDB 10.6.5 published it (20/80, no hysteresis, no DML delay)",
     "innopilot": "innopilot run, all default policies",
+    "innopilot_100k": f"innopilot run, all default policies with the purge budget at the threshold arm's lag "
+                      f"([policy.purge_rate] budget_undo_logs = [policy.watermark] yield_history_undo_logs = {THRESHOLD_LAG})",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
@@ -514,6 +517,12 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         "[audit]", f'path = "{audit}"', "",
         "[http]", "enabled = true", f'listen = "127.0.0.1:{http_port}"', "",
     ]
+    if arm == "innopilot_100k":
+        # The shipped policies held to the history the threshold arm holds, so the two
+        # compare at the same debt (issue 15: mean TPS against the best static arm that
+        # keeps history under the same budget).
+        lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}", "",
+                  "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -534,7 +543,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
                   "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
                   "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
                   "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
-                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", "",
+                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", 'level_dwell = "0s"', "",
                   "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
                   "[policy.undo]", "enabled = false", ""]
@@ -823,7 +832,9 @@ def read_audit(audit, t0):
                     decisions += 1
                     if r.get("applied"):
                         sets += 1
-                        if first is None:
+                        # "innopilot acting" on purge debt: the purge-debt controller's
+                        # first SET (the watermark and flush policies act on redo).
+                        if first is None and r.get("policy") == "purge_rate":
                             first = audit_time(r)
     except OSError:
         pass
@@ -933,7 +944,8 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
         if len(late) >= 10:
             m["hist_slope_late"] = (late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
         if first_set_s is not None:
-            # innopilot's target: history stops growing within 60 s of its first SET
+            # innopilot's target: history stops growing within 60 s of the purge-debt
+            # controller's first SET
             act = [(t, h) for t, h in hist if t >= first_set_s + 60]
             if len(act) >= 10:
                 m["hist_slope_after_act"] = (act[-1][1] - act[0][1]) / (act[-1][0] - act[0][0])
@@ -1073,12 +1085,13 @@ def table_md(summ, sc):
     return "\n".join(lines)
 
 
-def check_targets(summ, sc_name, sc):
-    """The innopilot arm's targets: issue 15's for the new scenarios (by `check`), issue 6's
+def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
+    """An innopilot arm's targets: issue 15's for the new scenarios (by `check`), issue 6's
     for the legacy ones. A list of {target, value, met}; met is None when not measurable
-    in this run (an arm it compares with is missing)."""
+    in this run (an arm it compares with is missing). `budget` is the arm's
+    budget_undo_logs (the shipped 500 000, or THRESHOLD_LAG for innopilot_100k)."""
     s = summ[sc_name]
-    if "innopilot" not in s:
+    if arm not in s:
         return []
     med = lambda arm, k: s.get(arm, {}).get(k, {}).get("median")
     out = []
@@ -1087,7 +1100,7 @@ def check_targets(summ, sc_name, sc):
         out.append(dict(target=name, value=val, met=ok))
 
     def ratio(k, base_arm="defaults"):
-        v, d = med("innopilot", k), med(base_arm, k)
+        v, d = med(arm, k), med(base_arm, k)
         return None if v is None or d is None or d == 0 else v / d
 
     chk = sc.get("check")
@@ -1095,49 +1108,47 @@ def check_targets(summ, sc_name, sc):
         legacy_targets(s, sc, med, add)
         return out
     if chk == "purge_behind":
-        v = med("innopilot", "hist_slope_after_act")
+        v = med(arm, "hist_slope_after_act")
         add("history stops growing within 60 s of innopilot acting (slope from then on <= 0 /s)", v,
             None if v is None else v <= 0)
-        budget = 500000  # [policy.purge_rate] budget_undo_logs, the shipped default
-        v = med("innopilot", "end_debt")
+        v = med(arm, "end_debt")
         d = med("defaults", "hist_slope_late")
         add(f"history back under budget ({budget}) at the end, where the defaults' keeps growing", v,
             None if v is None else (v <= budget and (d is None or d > 0)))
         r = ratio("mean_tps")
         add("mean TPS >= 0.9 x defaults", r, None if r is None else r >= 0.9)
-        v = s["innopilot"]["below05_pct"]["max"]
+        v = s[arm]["below05_pct"]["max"]
         add("no second below 0.5 x median (every repetition)", v, None if v is None else v == 0)
     elif chk == "cold_view":
-        v = s["innopilot"].get("after_below07_s", {}).get("max")
+        v = s[arm].get("after_below07_s", {}).get("max")
         add("after the release, no second below 0.7 x median (every repetition)", v, None if v is None else v == 0)
         r = ratio("p99_after_ms")
         add("p99 of the 60 s after the release <= 0.8 x defaults", r, None if r is None else r <= 0.8)
-        v, d = med("innopilot", "drain_s"), med("defaults", "drain_s")
+        v, d = med(arm, "drain_s"), med("defaults", "drain_s")
         if v is None:
-            v = med("innopilot", "drain_censored_s")
+            v = med(arm, "drain_censored_s")
         if d is None:
             d = med("defaults", "drain_censored_s")
         r = None if v is None or d is None else v / max(d, 1)
         add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
     elif chk == "checkpoint_stall":
         for k, name in (("zero_s", "seconds at 0 TPS"), ("sync_waits", "synchronous flush waits")):
-            v, d = med("innopilot", k), med("defaults", k)
+            v, d = med(arm, k), med("defaults", k)
             ok = None if v is None or d is None else v <= 0.1 * d
             add(f"{name} <= 10 % of the defaults' ({fmt(d)})", v, ok)
         r = ratio("p999_ms")
         add("p99.9 <= 0.5 x defaults", r, None if r is None else r <= 0.5)
     # Everywhere
-    budget = 500000
     kept = [a for a in STATIC_ARMS if a in s and (med(a, "end_debt") or 0) <= budget]
     best = max((med(a, "mean_tps") or 0) for a in kept) if kept else None
-    v = med("innopilot", "mean_tps")
+    v = med(arm, "mean_tps")
     r = None if v is None or not best else v / best
     add(f"mean TPS >= 0.98 x the best static arm with history under budget ({','.join(kept) or 'none'})", r,
         None if r is None else r >= 0.98)
     worse = []
     for k, higher_better in (("mean_tps", True), ("p99_ms", False), ("p999_ms", False), ("below05_pct", False),
                              ("zero_s", False), ("end_debt", False)):
-        v = med("innopilot", k)
+        v = med(arm, k)
         d = s.get("defaults", {}).get(k)
         if v is None or not d or d["min"] is None:
             continue
@@ -1146,16 +1157,16 @@ def check_targets(summ, sc_name, sc):
             worse.append(k)
     add("never worse than defaults beyond noise (median outside the defaults' min–max)", ",".join(worse) or "none",
         None if "defaults" not in s else not worse)
-    add_overhead_targets(s, med, add)
+    add_overhead_targets(s, med, add, arm)
     return out
 
 
-def add_overhead_targets(s, med, add):
-    v = med("innopilot", "ip_cpu_pct")
+def add_overhead_targets(s, med, add, arm):
+    v = med(arm, "ip_cpu_pct")
     add("innopilot CPU <= 1 % of a core", v, None if v is None else v <= 1.0)
-    v = med("innopilot", "ip_rss_mib")
+    v = med(arm, "ip_rss_mib")
     add("innopilot RSS <= 30 MiB", v, None if v is None else v <= 30)
-    v = s["innopilot"]["ip_round_trips"]["max"]
+    v = s[arm]["ip_round_trips"]["max"]
     add("<= 3 round trips per sample", v, None if v is None else v <= 3)
 
 
@@ -1184,7 +1195,8 @@ def legacy_targets(s, sc, med, add):
 
 
 ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
-              "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_redo": "#17becf", "dryrun": "#bcbd22"}
+              "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c", "innopilot_redo": "#17becf",
+              "dryrun": "#bcbd22"}
 
 
 def svg_plot(path, title, series_sets, view):
@@ -1357,7 +1369,8 @@ def main():
                     help="comma-separated names, or 'new' (default: e, f, g), 'legacy' (a-d), 'all'")
     ap.add_argument("--order", default=None, help="order in which scenarios run (default: as defined)")
     ap.add_argument("--arms", default=None,
-                    help="comma-separated arms, or 'all' (default: each scenario's own set, DEFAULT_ARMS; "
+                    help="comma-separated arms, 'all', or per scenario 'SCENARIO=arm,arm;SCENARIO=arm' "
+                         "(default: each scenario's own set, DEFAULT_ARMS; "
                          "legacy scenarios: the six issue-6 arms)")
     ap.add_argument("--duration", type=int, default=None,
                     help="squeeze every scenario's schedule into this many seconds (smoke runs only: "
@@ -1391,6 +1404,16 @@ def main():
             sc = scale_times(sc, a.duration)
         if a.arms == "all":
             arms = list(ARMS)
+        elif a.arms and "=" in a.arms:
+            # per scenario: "e_purge_behind=defaults,threshold;g_checkpoint_stall=defaults,innopilot"
+            per = dict(x.split("=", 1) for x in a.arms.split(";") if "=" in x)
+            bad = [x for x in per if x not in allsc]
+            if bad:
+                sys.exit(f"unknown scenario(s) {bad} in --arms: {', '.join(allsc)}")
+            arms = per[n].split(",") if n in per else DEFAULT_ARMS.get(n, [])
+            bad = [x for x in arms if x not in ARMS]
+            if bad:
+                sys.exit(f"unknown arm(s) {bad}: {', '.join(ARMS)}")
         elif a.arms:
             arms = a.arms.split(",")
             bad = [x for x in arms if x not in ARMS]
@@ -1528,6 +1551,10 @@ def run_scenario(a, reps, arms, sc_name, sc, results, meta):
 def write_outputs(a, results, meta, show=False):
     summ = summarize(results)
     targets = {sc: check_targets(summ, sc, meta["scenarios"][sc]) for sc in summ}
+    for sc in summ:
+        if "innopilot_100k" in summ[sc] and meta["scenarios"][sc].get("check"):
+            targets[sc] += [dict(t, target=f"[innopilot_100k] {t['target']}")
+                            for t in check_targets(summ, sc, meta["scenarios"][sc], "innopilot_100k", THRESHOLD_LAG)]
     valid = {sc: validity(summ, sc, meta["scenarios"][sc]) for sc in summ}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(dict(meta=meta, runs=results, summary=summ, targets=targets, validity=valid), f, indent=1,

@@ -5,8 +5,10 @@
 //! pages (`trx_purge()`, trx0purge.cc); `row_mysql_delay_if_needed()` then sleeps it
 //! once per row changed. So with a lag under the history and purge progressing rows
 //! pay the delay while the last batch handled pages, and while a read view blocks purge
-//! no row pays anything, whatever the history. The test reports the measured share of
-//! the delay a row paid (the switch's duty cycle, sleep overhead included).
+//! no row pays anything, whatever the history; nor with the lag above the history (the
+//! purge-rate policy's sliding threshold once purge is on schedule). The test reports
+//! the measured share of the delay a row paid (the switch's duty cycle, sleep overhead
+//! included).
 
 mod common;
 
@@ -103,6 +105,21 @@ async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked(
         "model check: base {base:?}/row; blocked +{blocked_extra:?}; delay {DELAY_US} µs \
          measured +{extra:?} a row ({:.2} of the delay)",
         extra.as_secs_f64() / want.as_secs_f64()
+    );
+
+    // The sliding threshold rides this switch: with the lag above the history (purge
+    // on schedule) rows pay nothing, though purge progresses and the delay is set.
+    let h_now = db.history_list_length().await;
+    db.exec(&format!(
+        "SET GLOBAL innodb_max_purge_lag = {}",
+        h_now + 100_000
+    ))
+    .await;
+    let on_schedule = row_time(&db, Duration::from_secs(2)).await;
+    assert!(
+        on_schedule.saturating_sub(base) < Duration::from_micros(DELAY_US / 4),
+        "rows paid {:?} with the lag above the history {h_now} (base {base:?})",
+        on_schedule.saturating_sub(base)
     );
 
     // Off again: the lag back to 0, no delay.

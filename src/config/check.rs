@@ -85,6 +85,10 @@ pub(crate) fn locate(src: &str, section: &str, key: &str) -> Option<usize> {
 
 /// Configuration keys that were renamed or removed: (old, the new name or `None`,
 /// why). An old key is refused with this, not accepted silently.
+/// Why the purge-rate PID gains went.
+const NO_PID: &str = "the purge-rate delay is a sliding threshold now (the lag follows the drain \
+     schedule and the server's per-batch switch does the fast control), with no PID gains to tune";
+
 pub(crate) const KEY_CHANGES: &[(&str, Option<&str>, &str)] = &[
     ("budget_records", Some("budget_undo_logs"), UNDO_LOGS),
     (
@@ -97,6 +101,15 @@ pub(crate) const KEY_CHANGES: &[(&str, Option<&str>, &str)] = &[
         Some("max_history_undo_logs"),
         UNDO_LOGS,
     ),
+    (
+        "lower_factor",
+        None,
+        "innodb_io_capacity_max goes straight back to its baseline when flushing is idle, \
+         there is no step down any more",
+    ),
+    ("kp", None, NO_PID),
+    ("ki", None, NO_PID),
+    ("kd", None, NO_PID),
     ("high_delay_us", None, NO_REDO_DELAY),
     ("high_max_slowdown_pct", None, NO_REDO_DELAY),
     ("high_max_purge_lag", None, NO_REDO_DELAY),
@@ -106,6 +119,14 @@ pub(crate) const KEY_CHANGES: &[(&str, Option<&str>, &str)] = &[
         "last_resort_fill_pct",
         Some("probe_fill_pct"),
         "there is no last-resort DML delay any more: above this fill io_capacity probes upward",
+    ),
+    (
+        "capacity_max_ratio",
+        None,
+        "innodb_io_capacity_max is the flush policy's lever now, held at the page rate the \
+         redo needs and capped at what the device sustains (MariaDB's page cleaner flushes \
+         from io_capacity_max and in batches of it past 7/8 of the maximum checkpoint age), \
+         not a multiple of innodb_io_capacity, which stays at its baseline",
     ),
 ];
 

@@ -184,7 +184,7 @@ pub fn watermark_only_config() -> Config {
                 [knobs.innodb_purge_batch_size]\nmin_dwell = \"0s\"\nmax_step = 5000\n\
                 [policy.watermark]\nenabled = true\nlow_pct = 20.0\nhigh_pct = 80.0\n\
                 max_purge_threads = 0\nhysteresis_pct = 0.0\n\
-                yield_history_undo_logs = 0\n"
+                yield_history_undo_logs = 0\nlevel_dwell = \"0s\"\n"
         .to_string();
     let mut text = base;
     let registry = Registry::standard();
@@ -204,6 +204,7 @@ pub fn watermark_only_config() -> Config {
         let mut c = Config::default();
         c.policy.watermark.hysteresis_pct = 0.0;
         c.policy.watermark.yield_history_undo_logs = 0;
+        c.policy.watermark.level_dwell = std::time::Duration::ZERO;
         c
     })
 }
@@ -244,6 +245,7 @@ mod tests {
         assert_eq!(w.max_purge_threads, 0);
         // As published: no limit on the history it leaves behind.
         assert_eq!(w.yield_history_undo_logs, 0);
+        assert!(w.level_dwell.is_zero());
         assert_eq!(c.limits(Knob::PurgeThreads).max_step, 32);
         assert_eq!(c.limits(Knob::PurgeThreads).min_dwell.as_secs(), 0);
     }
