@@ -591,7 +591,13 @@ mod tests {
 
     /// Purge threads proposed at `pct` fill with `history` undo logs, all purgeable.
     fn threads_at(w: &mut Watermark, pct: f64, history: u64) -> Proposal {
+        proposal_at(w, pct, history, 0)
+    }
+
+    /// The purge threads proposal at `pct` fill, `history` undo logs, time `t_s`.
+    fn proposal_at(w: &mut Watermark, pct: f64, history: u64, t_s: u64) -> Proposal {
         let s = Signals {
+            t_ms: t_s * 1000,
             redo_fill: Some(pct / 100.0),
             history_len: Some(history),
             ..Signals::default()
@@ -655,20 +661,7 @@ mod tests {
 
     /// Threads at `pct` fill at time `t_s`.
     fn threads_at_time(w: &mut Watermark, pct: f64, t_s: u64) -> u64 {
-        let s = Signals {
-            t_ms: t_s * 1000,
-            redo_fill: Some(pct / 100.0),
-            history_len: Some(1_000),
-            ..Signals::default()
-        };
-        let base = baseline(4, 127);
-        let input = PolicyInput {
-            signals: &s,
-            caps: &mariadb(),
-            current: &base,
-            baseline: &base,
-        };
-        find(&w.decide(&input), Knob::PurgeThreads).unwrap().value
+        proposal_at(w, pct, 1_000, t_s).value
     }
 
     /// A fill that swings between buckets every few seconds moves threads at most
