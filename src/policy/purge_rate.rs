@@ -63,7 +63,7 @@
 //! time t = Threads_running / DML rate. After that a slow integral corrects it on the
 //! schedule miss m (history minus the last threshold, in schedule steps, clamped to
 //! ±1): ×e^(0.05·m) per second behind, ×e^(0.02·m) ahead ([`AMP_UP_PER_S`]). That absorbs what the model leaves out: the live
-//! check in tests/model.rs measured rows paying 0.32 × D on average (the server turns
+//! check in tests/model.rs measured rows paying 0.08–0.32 × D on average (the server turns
 //! the switch off after a batch that handled no pages), a sleep costs more than its
 //! length on a busy machine, and purge speeds up when users slow down. D is bounded
 //! by `max_delay_us` and by `max_dml_slowdown_pct` of the row time measured without
@@ -363,7 +363,7 @@ impl PurgeRate {
     /// while history is above last tick's threshold, down while it is not
     /// ([`AMP_UP_PER_S`], [`AMP_DOWN_PER_S`]). That absorbs what the model leaves out:
     /// the server's per-batch switch is off for a batch that handled no pages (the
-    /// live check in tests/model.rs measured rows paying 0.32 × d on average), a sleep
+    /// live check in tests/model.rs measured rows paying 0.08–0.32 × d on average), a sleep
     /// costs more than its length on a busy machine, and purge speeds up when users
     /// slow down.
     fn amplitude(
