@@ -1161,7 +1161,7 @@ def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
     return out
 
 
-def add_overhead_targets(s, med, add, arm):
+def add_overhead_targets(s, med, add, arm="innopilot"):
     v = med(arm, "ip_cpu_pct")
     add("innopilot CPU <= 1 % of a core", v, None if v is None else v <= 1.0)
     v = med(arm, "ip_rss_mib")
