@@ -110,7 +110,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PAGE_WAITS_PER_S};
 use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::Signals;
@@ -125,9 +125,6 @@ const NEAR_BEST: f64 = 0.7;
 
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
-
-/// Free-page waits per second from which users count as waiting for LRU flushing.
-const FREE_PAGE_WAITS_PER_S: f64 = 1.0;
 
 /// Why io_capacity_max is never raised past the async point.
 const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer on a device \

@@ -120,6 +120,11 @@ pub fn build(cfg: &registry::PolicyConfig) -> Vec<Box<dyn Policy>> {
     cfg.registry().build(cfg)
 }
 
+/// Users waiting for free buffer-pool pages (`Innodb_buffer_pool_wait_free`) at this
+/// rate (waits/s) or more are short of pages: the flush policy does not raise flushing
+/// on a projection then, and the purge-rate policy adds no purge thread.
+pub const FREE_PAGE_WAITS_PER_S: f64 = 1.0;
+
 /// "purge thread" or "purge threads", for reasons in words.
 pub(crate) fn threads_word(t: u64) -> &'static str {
     if t == 1 {

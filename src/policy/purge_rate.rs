@@ -89,7 +89,7 @@ use serde::Deserialize;
 
 use super::server_model::{delay_for_slowdown_us, dml_delay_us, lag_for_delay, row_time_us};
 use super::threads_word;
-use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
+use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PAGE_WAITS_PER_S};
 use crate::config::check::{ConfigError, Section};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues};
 use crate::signals::purge::{estimate, PurgeEstimate};
@@ -134,10 +134,6 @@ pub const RELEASE_SHARE: f64 = 0.5;
 /// 5–8 purged no faster (the device was the limit) and took reads and buffer-pool
 /// pages from users: free-page waits, and seconds at a quarter of the median TPS.
 pub const MIN_THREAD_GAIN: f64 = 0.05;
-
-/// Users waiting for free buffer-pool pages at this rate (waits/s) or more are
-/// short of pages: no purge thread is added, and an added one is taken back.
-pub const FREE_PAGE_WAITS_PER_S: f64 = 1.0;
 
 /// What purge removes, undo logs/s: the inflow (one undo log per committed write
 /// transaction: the commit rate, else the DML rate) less the history rate.

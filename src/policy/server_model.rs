@@ -84,17 +84,6 @@ pub fn delay_for_slowdown_us(row_us: f64, slowdown_pct: f64) -> u64 {
     }
 }
 
-/// A DML delay of at most `cap_us` that costs users at most `slowdown_pct` % of their
-/// row rate, when the row time is known (else the cap), and 0 when the cap is 0.
-pub fn small_delay_us(s: &Signals, cap_us: u64, slowdown_pct: f64) -> u64 {
-    if cap_us == 0 {
-        return 0;
-    }
-    row_time_us(s).map_or(cap_us, |t| {
-        delay_for_slowdown_us(t, slowdown_pct).min(cap_us)
-    })
-}
-
 /// Rounds down to two significant digits (123456 → 120000), so the lag does not
 /// change with every record of history.
 fn two_digits_down(x: u64) -> u64 {
@@ -145,17 +134,13 @@ mod tests {
         s.sample.threads_running = Some(5);
         let t = row_time_us(&s).unwrap();
         assert!((t - 88.9).abs() < 0.1, "{t}");
-        // 20 %: d = t·0.2/0.8 ≈ 22 µs, far under a 1 ms cap.
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 22);
-        // A slow workload (5 ms rows): the cap binds.
-        s.dml_rate = Some(800.0);
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
-        // Unknown or idle: the cap alone; a zero cap is no delay at all.
+        // 20 %: d = t·0.2/0.8 ≈ 22 µs.
+        assert_eq!(delay_for_slowdown_us(t, 20.0), 22);
+        // Unknown or idle: no row time.
         s.dml_rate = None;
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
+        assert!(row_time_us(&s).is_none());
         s.dml_rate = Some(0.5);
-        assert_eq!(small_delay_us(&s, 1_000, 20.0), 1_000);
-        assert_eq!(small_delay_us(&s, 0, 20.0), 0);
+        assert!(row_time_us(&s).is_none());
     }
 
     #[test]
@@ -195,20 +180,16 @@ mod tests {
 
     proptest! {
         /// The delay never costs more than the slowdown asked for (beyond rounding to
-        /// whole µs), never exceeds the cap, and grows with the slowdown.
+        /// whole µs), and grows with the slowdown.
         #[test]
         fn small_delay_bounds(
             row_us in 1.0..100_000.0f64,
             pct in 1.0..90.0f64,
-            cap in 1u64..100_000,
         ) {
             let d = delay_for_slowdown_us(row_us, pct);
             let loss = d as f64 / (row_us + d as f64);
             prop_assert!(d == 1 || loss <= pct / 100.0 + 0.5 / (row_us + d as f64), "{d} {loss}");
             prop_assert!(delay_for_slowdown_us(row_us, (pct + 5.0).min(90.0)) >= d);
-            let mut s = Signals { dml_rate: Some(4.0e6 / row_us), ..Signals::default() };
-            s.sample.threads_running = Some(5);
-            prop_assert!(small_delay_us(&s, cap, pct) <= cap);
         }
     }
 }

@@ -45,7 +45,7 @@
 //! (as published).
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
-//! [`estimate`]: super::purge_rate::estimate
+//! [`estimate`]: crate::signals::purge::estimate
 
 use std::time::Duration;
 
