@@ -250,6 +250,7 @@ pub fn default_limits(knob: Knob) -> KnobLimits {
         Knob::RedoLogCapacity => l(false, 64 << 20, 4 << 30, 1 << 30, 600),
         Knob::UndoLogTruncate => l(true, 0, 1, 1, 60),
         Knob::MaxUndoLogSize => l(true, 10 << 20, 16 << 30, 16 << 30, 60),
+        Knob::MaxDirtyPagesPctLwm => l(true, 0, 10, 10, 5),
     }
 }
 

@@ -358,6 +358,7 @@ pub fn knob_unit(k: Knob) -> (&'static str, f64) {
         Knob::IoCapacity | Knob::IoCapacityMax => ("iops", 1.0),
         Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => ("bytes", 1.0),
         Knob::UndoLogTruncate => ("enabled", 1.0),
+        Knob::MaxDirtyPagesPctLwm => ("percent", 1.0),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `diagnose --json` on a private MariaDB with bad static settings set by `SET GLOBAL`:
-//! the purge lag, the delay cap and io_capacity each have their finding and SQL, and no
+//! the purge lag, the delay cap and io_capacity_max each have their finding and SQL, and no
 //! static finding appears with the defaults (idle and under load); redo-size advice
 //! under redo pressure stays within the stated multiple of the buffer pool.
 //! `single_purge_thread` is asserted only absent here: a 4-connection update load does
@@ -42,7 +42,7 @@ fn finding<'a>(v: &'a Value, id: &str) -> Option<&'a Value> {
 const STATIC_IDS: [&str; 4] = [
     "purge_lag_throttles",
     "purge_delay_cap_wall",
-    "io_capacity_low",
+    "io_capacity_max_low",
     "single_purge_thread",
 ];
 
@@ -110,6 +110,7 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
         "SET GLOBAL innodb_max_purge_lag = 1000",
         "SET GLOBAL innodb_max_purge_lag_delay = 10000000",
         "SET GLOBAL innodb_io_capacity = 100",
+        "SET GLOBAL innodb_io_capacity_max = 100",
         "SET GLOBAL innodb_purge_threads = 1",
     ] {
         db.exec(sql).await;
@@ -136,8 +137,8 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
         .unwrap()
         .contains("once per row"));
 
-    let io = finding(&v, "io_capacity_low").unwrap_or_else(|| panic!("{v:#}"));
-    let want = set_value(io, "innodb_io_capacity");
+    let io = finding(&v, "io_capacity_max_low").unwrap_or_else(|| panic!("{v:#}"));
+    let want = set_value(io, "innodb_io_capacity_max");
     assert!(want > 120 && want % 100 == 0, "{io:#}");
 
     assert_redo_advice_within_bounds(&db, &v).await;

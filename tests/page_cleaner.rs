@@ -13,7 +13,9 @@
 //! a stated tolerance. It also checks whether the redo term is used at all: with
 //! `innodb_max_dirty_pages_pct_lwm = 0` (MariaDB's default) the page cleaner sleeps
 //! below the async point (measured: no computation while the age crossed the whole
-//! adaptive range), and when it runs the recommendation takes `total_ratio = 1`.
+//! adaptive range), and when it runs the recommendation takes `total_ratio = 1`; with
+//! the whole value the flush policy sets while it manages flushing (`wake_lwm_pct`,
+//! 1 %) the formula holds: that is the live check of that actuator.
 //!
 //! Fails (never skips) when the server cannot start.
 
@@ -143,9 +145,16 @@ async fn the_redo_term_is_io_capacity_max_times_f_to_the_1_5_over_750() {
     db.prepare_table(200_000).await;
 
     let mut all_bad = Vec::new();
-    // lwm 0.001 %: the adaptive path with total_ratio = max(pct_for_lsn / 100, dirty);
-    // then MariaDB's default 0.
-    for (cap, max, lwm) in [(200, 8000, "0.001"), (200, 2000, "0")] {
+    // lwm 1 % (the flush policy's `wake_lwm_pct`, the whole value it sets while it
+    // manages flushing): the adaptive path with total_ratio = max(pct_for_lsn / 100,
+    // dirty); then MariaDB's default 0.
+    let wake = innopilot::policy::flush::FlushConfig::default().wake_lwm_pct;
+    assert!(
+        wake > 0,
+        "the shipped wake_lwm_pct must wake the page cleaner"
+    );
+    let wake = wake.to_string();
+    for (cap, max, lwm) in [(200, 8000, wake.as_str()), (200, 2000, "0")] {
         let (checked, bad, totals, max_f) = phase(&db, cap, max, lwm).await;
         eprintln!(
             "page cleaner check: io_capacity {cap}, io_capacity_max {max}, \

@@ -193,37 +193,35 @@ pub fn redo_size(
     }
 }
 
-/// Flushing counts as above io_capacity only past this multiple of it: background
-/// flushing is paced at io_capacity, so a rate at or a little over the setting (101
-/// pages/s at 100, measured) is the setting's own pace, not the device's reach.
+/// Flushing counts as above io_capacity_max only past this multiple of it: a rate at
+/// or a little over a setting (101 pages/s at 100, measured) is the setting's own
+/// pace, not the device's reach.
 pub const DEVICE_MARGIN: f64 = 1.2;
 
-/// io_capacity from what the device has shown: the peak pages flushed per second,
-/// rounded up to 100, when that is more than [`DEVICE_MARGIN`] × the setting; `None`
-/// otherwise (no guess).
-pub fn io_capacity_from_device(io_capacity: Option<u64>, obs: &Observed) -> Option<u64> {
+/// innodb_io_capacity_max from what the device has shown: the peak pages flushed per
+/// second, rounded up to 100, when that is more than [`DEVICE_MARGIN`] × the setting;
+/// `None` otherwise (no guess). io_capacity_max is what the page cleaner flushes from
+/// in the adaptive range (its redo term is io_capacity_max · F^1.5 / 750: io_capacity
+/// cancels out, buf0flu.cc `af_get_pct_for_lsn`), and past the async point it is the
+/// batch size: one second of the device, never more.
+pub fn io_capacity_max_from_device(io_capacity_max: Option<u64>, obs: &Observed) -> Option<u64> {
     let peak = obs
         .peak_pages_flushed_rate
         .filter(|r| r.is_finite() && *r > 0.0)?;
-    let io = io_capacity?;
-    if peak <= io as f64 * DEVICE_MARGIN {
+    let max = io_capacity_max?;
+    if peak <= max as f64 * DEVICE_MARGIN {
         return None;
     }
     Some((peak.ceil() as u64).div_ceil(100) * 100)
 }
 
-/// `SET GLOBAL` statements moving io_capacity to `want`, raising io_capacity_max
-/// first when it would fall below (the server refuses capacity > max).
-pub fn io_capacity_sql(io_capacity_max: Option<u64>, want: u64) -> Vec<String> {
-    let mut sql = Vec::new();
-    if io_capacity_max.is_some_and(|m| m < want) {
-        sql.push(format!(
-            "SET GLOBAL innodb_io_capacity_max = {};",
-            want.saturating_mul(2)
-        ));
+/// The `SET GLOBAL` moving io_capacity_max up to `want`: none when innodb_io_capacity
+/// is above `want` (the server keeps io_capacity ≤ io_capacity_max).
+pub fn io_capacity_max_sql(io_capacity: Option<u64>, want: u64) -> Vec<String> {
+    if io_capacity.is_some_and(|c| c > want) {
+        return Vec::new();
     }
-    sql.push(format!("SET GLOBAL innodb_io_capacity = {want};"));
-    sql
+    vec![format!("SET GLOBAL innodb_io_capacity_max = {want};")]
 }
 
 /// The static settings the findings look at.
@@ -238,7 +236,13 @@ pub struct Settings {
     pub purge_batch_size: Option<u64>,
     /// Whether innodb_purge_threads can be SET GLOBAL here.
     pub purge_threads_dynamic: bool,
+    /// innodb_max_dirty_pages_pct_lwm, when a whole number.
+    pub max_dirty_pages_pct_lwm: Option<u64>,
 }
+
+/// The async point's share of the maximum checkpoint age on both servers
+/// (`max_modified_age_async`, buf0flu.cc / log0log.cc: 7/8).
+const ASYNC_SHARE: f64 = 7.0 / 8.0;
 
 /// A lag below this many undo logs is reached within seconds of any blocked purge
 /// under load (the measured update load grew history ~30 k/s behind a view).
@@ -251,8 +255,9 @@ pub const WALL_LOSS: f64 = 0.9;
 /// A cap of a second or more per row is a wall whatever the row time.
 pub const WALL_US: u64 = 1_000_000;
 
-/// Findings about static settings: the purge lag, the delay cap, io_capacity against
-/// the device, one purge thread under sustained debt.
+/// Findings about static settings: the purge lag, the delay cap, io_capacity_max
+/// against the device, a sleeping page cleaner (MariaDB's lwm 0) at the async point,
+/// one purge thread under sustained debt.
 pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     let history = s.history_len.unwrap_or(0);
@@ -336,23 +341,47 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
             );
         }
     }
-    if let (Some(io), Some(want)) = (
-        set.io_capacity,
-        io_capacity_from_device(set.io_capacity, obs),
+    if let (Some(max), Some(want)) = (
+        set.io_capacity_max,
+        io_capacity_max_from_device(set.io_capacity_max, obs),
     ) {
         let peak = obs.peak_pages_flushed_rate.unwrap_or(0.0);
         let mut x = Finding::new(
                 "flushing",
-                "io_capacity_low",
+                "io_capacity_max_low",
                 Severity::Warning,
-                format!("innodb_io_capacity = {io} is below what the device has shown ({peak:.0} pages/s)"),
+                format!("innodb_io_capacity_max = {max} is below what the device has shown ({peak:.0} pages/s)"),
             )
             .why(format!(
-                "The device flushed {peak:.0} pages per second during the samples, above innodb_io_capacity = {io}: background flushing is paced below what the device does, so dirty pages and checkpoint age build up until flushing turns furious."
+                "The device flushed {peak:.0} pages per second during the samples, above innodb_io_capacity_max = {max}. The page cleaner's redo-driven flushing asks io_capacity_max · F^1.5 / 750 pages a second (F the checkpoint age as % of the async point; innodb_io_capacity cancels out) and never more than io_capacity_max, so it is held below what the device does and checkpoint age builds up toward the async point."
             ))
-            .todo(format!("Raise innodb_io_capacity to the observed {want} pages/s (rounded up to 100)."));
-        x.sql = io_capacity_sql(set.io_capacity_max, want);
+            .todo(format!("Raise innodb_io_capacity_max to the observed {want} pages/s (rounded up to 100), no further: past the async point it is the size of each flush batch, and a batch the device cannot write in about a second holds the checkpoint still."));
+        x.sql = io_capacity_max_sql(set.io_capacity, want);
         out.push(x);
+    }
+    if let (Some(Flavor::MariaDb), Some(0), Some(fill)) = (
+        set.flavor,
+        set.max_dirty_pages_pct_lwm,
+        s.redo_fill.filter(|f| f.is_finite()),
+    ) {
+        // Past the async point (7/8 of the maximum age) the page cleaner already runs
+        // in batches; below it, with lwm 0, it did nothing on the way there.
+        if fill >= ASYNC_SHARE {
+            out.push(
+                Finding::new(
+                    "flushing",
+                    "page_cleaner_asleep",
+                    Severity::Warning,
+                    "innodb_max_dirty_pages_pct_lwm = 0 kept the page cleaner asleep until the async point".into(),
+                )
+                .why(format!(
+                    "Redo fill is {:.0} % of the maximum checkpoint age. With MariaDB's default innodb_max_dirty_pages_pct_lwm = 0 the page cleaner sleeps below the async point (7/8 of the maximum) unless dirty pages pass innodb_max_dirty_pages_pct: no redo-driven flushing while the age crossed the whole adaptive range (measured on MariaDB 10.11.19, tests/page_cleaner.rs), and then batches of innodb_io_capacity_max at once.",
+                    fill * 100.0
+                ))
+                .todo("Set innodb_max_dirty_pages_pct_lwm to 1 so the page cleaner flushes from innodb_adaptive_flushing_lwm on, in proportion to the age, instead of in batches at the async point. It costs page writes that a later change to the same page would have saved; innopilot's flush policy does this only while it manages flushing.")
+                .sql("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"),
+            );
+        }
     }
     let growing = s
         .history_rate
@@ -480,26 +509,57 @@ mod tests {
     }
 
     #[test]
-    fn io_capacity_follows_the_device() {
+    fn io_capacity_max_follows_the_device() {
         assert_eq!(
-            io_capacity_from_device(Some(100), &obs(10.0, 0.0, Some(1234.5))),
+            io_capacity_max_from_device(Some(200), &obs(10.0, 0.0, Some(1234.5))),
             Some(1300)
         );
         assert_eq!(
-            io_capacity_from_device(Some(2000), &obs(10.0, 0.0, Some(1234.5))),
+            io_capacity_max_from_device(Some(2000), &obs(10.0, 0.0, Some(1234.5))),
             None
         );
         assert_eq!(
-            io_capacity_from_device(Some(100), &obs(10.0, 0.0, None)),
+            io_capacity_max_from_device(Some(200), &obs(10.0, 0.0, None)),
             None
         );
         assert_eq!(
-            io_capacity_sql(Some(200), 1300),
-            vec![
-                "SET GLOBAL innodb_io_capacity_max = 2600;",
-                "SET GLOBAL innodb_io_capacity = 1300;"
-            ]
+            io_capacity_max_sql(Some(200), 1300),
+            vec!["SET GLOBAL innodb_io_capacity_max = 1300;"]
         );
+        // io_capacity above the advice: the server would refuse the order.
+        assert!(io_capacity_max_sql(Some(2000), 1300).is_empty());
+    }
+
+    #[test]
+    fn a_sleeping_page_cleaner_at_the_async_point_has_a_finding() {
+        let set = Settings {
+            max_dirty_pages_pct_lwm: Some(0),
+            ..defaults()
+        };
+        let mut s = loaded();
+        s.history_rate = None;
+        s.redo_fill = Some(0.9);
+        let o = obs(12.0, 1e6, None);
+        let fs = static_findings(&set, &s, &o, false);
+        assert_eq!(ids(&fs), ["page_cleaner_asleep"]);
+        assert_eq!(
+            fs[0].sql,
+            ["SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"]
+        );
+        // Below the async point, with lwm on, or on MySQL: nothing.
+        s.redo_fill = Some(0.5);
+        assert!(static_findings(&set, &s, &o, false).is_empty());
+        s.redo_fill = Some(0.9);
+        let on = Settings {
+            max_dirty_pages_pct_lwm: Some(10),
+            ..set
+        };
+        assert!(static_findings(&on, &s, &o, false).is_empty());
+        let mysql = Settings {
+            flavor: Some(Flavor::MySql),
+            ..set
+        };
+        assert!(static_findings(&mysql, &s, &o, false).is_empty());
     }
 
     fn bad() -> Settings {
@@ -508,10 +568,11 @@ mod tests {
             max_purge_lag: Some(1000),
             max_purge_lag_delay: Some(10_000_000),
             io_capacity: Some(100),
-            io_capacity_max: Some(2000),
+            io_capacity_max: Some(300),
             purge_threads: Some(1),
             purge_batch_size: Some(127),
             purge_threads_dynamic: true,
+            max_dirty_pages_pct_lwm: None,
         }
     }
 
@@ -520,6 +581,7 @@ mod tests {
             max_purge_lag: Some(0),
             max_purge_lag_delay: Some(0),
             io_capacity: Some(200),
+            io_capacity_max: Some(2000),
             purge_threads: Some(4),
             ..bad()
         }
@@ -549,7 +611,7 @@ mod tests {
             [
                 "purge_lag_throttles",
                 "purge_delay_cap_wall",
-                "io_capacity_low",
+                "io_capacity_max_low",
                 "single_purge_thread"
             ]
         );
@@ -566,16 +628,16 @@ mod tests {
             "{}",
             fs[1].explanation
         );
-        assert_eq!(fs[2].sql, ["SET GLOBAL innodb_io_capacity = 500;"]);
+        assert_eq!(fs[2].sql, ["SET GLOBAL innodb_io_capacity_max = 500;"]);
         assert_eq!(fs[3].sql, ["SET GLOBAL innodb_purge_threads = 4;"]);
         assert!(fs
             .iter()
             .all(|f| !f.explanation.is_empty() && !f.recommendation.is_empty()));
-        // 150 pages/s: above 1.2 × 100, under the default 200.
-        let o = obs(12.0, 1e6, Some(150.0));
+        // 380 pages/s: above 1.2 × 300, under the default 2 000.
+        let o = obs(12.0, 1e6, Some(380.0));
         let fs = static_findings(&bad(), &loaded(), &o, false);
-        let io = fs.iter().find(|f| f.id == "io_capacity_low").unwrap();
-        assert_eq!(io.sql, ["SET GLOBAL innodb_io_capacity = 200;"]);
+        let io = fs.iter().find(|f| f.id == "io_capacity_max_low").unwrap();
+        assert_eq!(io.sql, ["SET GLOBAL innodb_io_capacity_max = 400;"]);
         let fs = static_findings(&defaults(), &loaded(), &o, false);
         assert!(fs.is_empty(), "{:?}", ids(&fs));
     }

@@ -39,6 +39,7 @@ pub const VARIABLES: &[&str] = &[
     "innodb_adaptive_flushing",
     "innodb_adaptive_flushing_lwm",
     "innodb_max_dirty_pages_pct",
+    "innodb_max_dirty_pages_pct_lwm",
     "innodb_flush_log_at_trx_commit",
     "innodb_purge_threads",
     "innodb_purge_batch_size",
@@ -287,20 +288,6 @@ pub fn analyze(f: &Facts) -> Vec<Finding> {
     out
 }
 
-fn io_capacity_sql(f: &Facts, want: u64) -> Vec<String> {
-    let mut sql = Vec::new();
-    if f.var_u64("innodb_io_capacity_max")
-        .is_some_and(|m| m < want)
-    {
-        sql.push(format!(
-            "SET GLOBAL innodb_io_capacity_max = {};",
-            want.saturating_mul(2)
-        ));
-    }
-    sql.push(format!("SET GLOBAL innodb_io_capacity = {want};"));
-    sql
-}
-
 fn flushing(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     let r = &f.signals.sample.redo;
@@ -332,9 +319,9 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         ),
         _ => "; no redo is being written right now".into(),
     };
-    let io = f.var_u64("innodb_io_capacity");
-    let io_txt = io
-        .map(|v| format!(" (innodb_io_capacity is {v})"))
+    let io_max = f.var_u64("innodb_io_capacity_max");
+    let io_txt = io_max
+        .map(|v| format!(" (innodb_io_capacity_max is {v})"))
         .unwrap_or_default();
     let numbers = format!(
         "Checkpoint age {} is {} of the sync-flush point {} (async flushing starts at {}, {}){headroom}.",
@@ -345,7 +332,8 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         pct(async_point as f64 / sync as f64)
     );
     // From what the device has shown (peak pages flushed per second), never a guess.
-    let want_io = advice::io_capacity_from_device(io, &f.observed);
+    let want_io = advice::io_capacity_max_from_device(io_max, &f.observed);
+    let io_sql = |w: u64| advice::io_capacity_max_sql(f.var_u64("innodb_io_capacity"), w);
     if age >= sync {
         let mut x = Finding::new(
             "flushing",
@@ -354,9 +342,9 @@ fn flushing(f: &Facts) -> Vec<Finding> {
             "InnoDB is flushing synchronously: user threads wait for page flushes".into(),
         )
         .why(format!("{numbers} At this point writes stall until pages are flushed and the checkpoint advances."))
-        .todo(format!("Let background flushing run ahead: raise innodb_io_capacity{io_txt}, and size the redo log for the peak write rate (see redo_size). innopilot's policies throttle purge's redo share while this lasts."));
+        .todo(format!("Size the redo log for the peak write rate (see redo_size): at the sync point only headroom helps. Flushing is paced by innodb_io_capacity_max{io_txt}, the page cleaner's batch here: where the device has shown more, raise it to that, no further (a batch the device cannot write in about a second holds the checkpoint still)."));
         if let Some(w) = want_io {
-            x.sql = io_capacity_sql(f, w);
+            x.sql = io_sql(w);
         }
         out.push(x);
     } else if age >= async_point || headroom_min.is_some_and(|m| m < 1.0) {
@@ -367,9 +355,9 @@ fn flushing(f: &Facts) -> Vec<Finding> {
             "Redo is close to the sync-flush point".into(),
         )
         .why(format!("{numbers} Past the async point InnoDB flushes ahead hard; a little more write load makes users wait."))
-        .todo(format!("Give flushing more I/O before the cliff: raise innodb_io_capacity{io_txt}."));
+        .todo(format!("Give flushing more I/O before the cliff: raise innodb_io_capacity_max{io_txt} to what the device has shown, no further (past the async point it is the batch size); innodb_io_capacity cancels out of the page cleaner's redo term."));
         if let Some(w) = want_io {
-            x.sql = io_capacity_sql(f, w);
+            x.sql = io_sql(w);
         }
         out.push(x);
     } else {
@@ -444,6 +432,7 @@ fn static_settings(f: &Facts) -> Vec<Finding> {
         purge_threads: f.var_u64("innodb_purge_threads"),
         purge_batch_size: f.var_u64("innodb_purge_batch_size"),
         purge_threads_dynamic: f.caps.settable(Knob::PurgeThreads),
+        max_dirty_pages_pct_lwm: f.var_u64("innodb_max_dirty_pages_pct_lwm"),
     };
     let blocked = f
         .signals
@@ -1270,19 +1259,19 @@ mod tests {
     }
 
     #[test]
-    fn sync_flush_is_critical_with_io_capacity_sql() {
+    fn sync_flush_is_critical_with_io_capacity_max_sql() {
         let s = Sample {
             history_len: Some(10),
             redo: redo(53_640_439),
             ..Sample::default()
         };
         let mut fx = facts(s, 0.0, 20.0 * 1048576.0);
-        // io_capacity follows what the device showed: 950 pages/s → 1000.
-        fx.observed.peak_pages_flushed_rate = Some(950.0);
+        // io_capacity_max follows what the device showed: 2 950 pages/s → 3 000.
+        fx.observed.peak_pages_flushed_rate = Some(2950.0);
         let fs = analyze(&fx);
         let x = fs.iter().find(|x| x.id == "sync_flush").unwrap();
         assert_eq!(x.severity, Severity::Critical);
-        assert_eq!(x.sql, vec!["SET GLOBAL innodb_io_capacity = 1000;"]);
+        assert_eq!(x.sql, vec!["SET GLOBAL innodb_io_capacity_max = 3000;"]);
         let r = fs.iter().find(|x| x.id == "redo_size").unwrap();
         assert!(
             r.sql[0].starts_with("SET GLOBAL innodb_log_file_size = "),

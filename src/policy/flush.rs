@@ -351,11 +351,20 @@ impl Flush {
         if limited {
             dev.limit = Some(dev.limit.map_or(flushed, |l| l + 0.2 * (flushed - l)));
         }
-        // Redo one flushed page retires: what was written minus what the age grew.
+        // Redo one flushed page retires: what was written minus what the age grew, over
+        // the flush-list pages. Pages the LRU wrote to free buffer-pool pages are the
+        // least recently used, not the oldest modified: counted, they make ρ small and
+        // the need large (the likely cause in the real-server e_purge_behind, a 128 MiB
+        // pool under a 480 MiB update load: "about 147 231 pages/s keep the fill from
+        // rising", io_capacity_max 2 000 → 25 500).
+        let list = match s.lru_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0) {
+            Some(lru) => (flushed - lru).max(0.0),
+            None => flushed,
+        };
         if let (Some(lsn), Some(sync)) = (s.lsn_rate, s.sample.redo.sync_point) {
             let advance = lsn - trend * sync as f64;
-            if flushed >= 1.0 && advance > 0.0 && advance.is_finite() {
-                let rho = advance / flushed;
+            if list >= 1.0 && advance > 0.0 && advance.is_finite() {
+                let rho = advance / list;
                 dev.bytes_per_page = Some(dev.bytes_per_page.map_or(rho, |r| r + 0.1 * (rho - r)));
             }
         }
@@ -664,6 +673,7 @@ impl Flush {
             };
             out.push(self.propose(Knob::IoCapacityMax, want, intent, why));
         }
+        out.extend(self.wake(input, pressure.raise || want != base_max));
         if input.caps.settable(Knob::IoCapacity) {
             // io_capacity cancels out of the redo term: it stays at its baseline,
             // which `floor` keeps at or under io_capacity_max.
@@ -674,6 +684,42 @@ impl Flush {
             out.push(self.propose(Knob::IoCapacity, base_cap, Intent::Release, reason));
         }
         (out, at_ceiling)
+    }
+
+    /// innodb_max_dirty_pages_pct_lwm: on (`wake_lwm_pct`) while flushing is managed,
+    /// when the server's own value is 0, so that the page cleaner runs the adaptive
+    /// range the io_capacity_max decision relies on; back to 0 with io_capacity_max.
+    /// A baseline above 0 already runs it, and is left alone.
+    fn wake(&self, input: &PolicyInput<'_>, managed: bool) -> Option<Proposal> {
+        let knob = Knob::MaxDirtyPagesPctLwm;
+        let on = self.cfg.wake_lwm_pct;
+        if on == 0 || !input.caps.settable(knob) || input.baseline.get(&knob) != Some(&0) {
+            return None;
+        }
+        let cur = input.current.get(&knob).copied()?;
+        Some(if managed {
+            let v = if cur > 0 { cur } else { on };
+            self.propose(
+                knob,
+                v,
+                Intent::Act,
+                format!(
+                    "flushing is managed and the server's innodb_max_dirty_pages_pct_lwm is 0, \
+                     which keeps the page cleaner asleep below the async point (measured in \
+                     tests/page_cleaner.rs): {v} runs its adaptive range, where \
+                     io_capacity_max · F^1.5 / 750 paces flushing"
+                ),
+            )
+        } else {
+            self.propose(
+                knob,
+                0,
+                Intent::Release,
+                "flushing is no longer managed: innodb_max_dirty_pages_pct_lwm back to its \
+                 baseline 0"
+                    .to_string(),
+            )
+        })
     }
 
     fn redo_size(
@@ -871,6 +917,10 @@ pub struct FlushConfig {
     pub redo_max_bytes: u64,
     /// Crash recovery should take at most about this long (bounds the redo size).
     pub recovery_time_budget: Duration,
+    /// innodb_max_dirty_pages_pct_lwm while flushing is managed, when the server's is 0
+    /// (MariaDB's default, which keeps the page cleaner asleep below the async point).
+    /// 0 leaves the variable alone.
+    pub wake_lwm_pct: u64,
 }
 
 impl Default for FlushConfig {
@@ -892,6 +942,7 @@ impl Default for FlushConfig {
             redo_shrink_after: Duration::from_secs(1800),
             redo_max_bytes: 4 << 30,
             recovery_time_budget: Duration::from_secs(300),
+            wake_lwm_pct: 1,
         }
     }
 }
@@ -922,6 +973,7 @@ pub struct RawFlush {
     redo_max_size: Option<String>,
     #[serde(default, with = "humantime_serde")]
     recovery_time_budget: Option<Duration>,
+    wake_lwm_pct: Option<i64>,
 }
 
 impl PolicyKind for Flush {
@@ -1027,6 +1079,7 @@ impl PolicyKind for Flush {
                 secs(1),
                 secs(86_400),
             )?,
+            wake_lwm_pct: s.int("wake_lwm_pct", r.wake_lwm_pct, d.wake_lwm_pct, 0, 99)?,
         };
         let order = [
             (
@@ -1156,6 +1209,86 @@ mod tests {
         let m = io_capacity_max_for(half, 35.0 * MIB, async_pt);
         assert!((m - 2000.0).abs() < 0.5, "{m}");
         assert_eq!(io_capacity_max_for(330.0, 75.0 * MIB, async_pt), 330.0);
+    }
+
+    #[test]
+    fn lru_flushes_do_not_count_as_retiring_redo() {
+        let caps = testkit::mariadb();
+        // 4 MB/s of redo, the fill flat, 2 000 pages/s flushed of which the LRU wrote
+        // 1 500 to free pages: the 500 flush-list pages retired the 4 MB, 8 000 B each.
+        let mut f = Flush::new(FlushConfig::default());
+        let mut s = signals(1, 0.80, 0.0, 2_000.0);
+        s.lru_flushed_rate = Some(1_500.0);
+        decide(&mut f, &caps, &baseline(), &s);
+        assert_eq!(f.device().bytes_per_page, Some(8_000.0));
+        // Without the LRU counter (MySQL, older MariaDB): all flushed pages count.
+        let mut f = Flush::new(FlushConfig::default());
+        decide(&mut f, &caps, &baseline(), &signals(1, 0.80, 0.0, 2_000.0));
+        assert_eq!(f.device().bytes_per_page, Some(2_000.0));
+    }
+
+    #[test]
+    fn wakes_the_page_cleaner_while_flushing_is_managed() {
+        let caps = testkit::mariadb();
+        let lwm = Knob::MaxDirtyPagesPctLwm;
+        let mut base = baseline();
+        base.insert(lwm, 0);
+        let mut f = Flush::new(FlushConfig::default());
+        let at = |f: &mut Flush, cur: &KnobValues, s: &Signals| {
+            testkit::propose(f, &caps, cur, &base, s)
+        };
+        // Quiet: nothing managed, the server's 0 stays (a release to it).
+        let ps = at(&mut f, &base, &signals(1, 0.20, 0.0, 100.0));
+        let w = find(&ps, lwm).unwrap();
+        assert_eq!((w.value, w.intent), (0, Intent::Release), "{}", w.reason);
+        // The fill at the target: io_capacity_max is managed, and the page cleaner must
+        // run the adaptive range for it to mean anything below the async point.
+        let ps = at(&mut f, &base, &signals(2, 0.80, 0.0, 2_000.0));
+        let w = find(&ps, lwm).unwrap();
+        assert_eq!((w.value, w.intent), (1, Intent::Act), "{}", w.reason);
+        assert!(
+            w.reason.contains("asleep below the async point"),
+            "{}",
+            w.reason
+        );
+        // Held while flushing is managed, whatever whole value is in effect.
+        let mut cur = base.clone();
+        cur.insert(Knob::IoCapacityMax, 2200);
+        cur.insert(lwm, 1);
+        let ps = at(&mut f, &cur, &signals(3, 0.50, 0.0, 2_000.0));
+        assert_eq!(find(&ps, lwm).unwrap().value, 1);
+        // Idle a minute after the last pressure: back to 0 with io_capacity_max.
+        let ps = at(&mut f, &cur, &signals(70, 0.10, 0.0, 100.0));
+        assert_eq!(
+            find(&ps, Knob::IoCapacityMax).unwrap().intent,
+            Intent::Release
+        );
+        let w = find(&ps, lwm).unwrap();
+        assert_eq!((w.value, w.intent), (0, Intent::Release), "{}", w.reason);
+        // A server whose own lwm is above 0 already runs the adaptive range: untouched.
+        let mut base10 = baseline();
+        base10.insert(lwm, 10);
+        let ps = testkit::propose(
+            &mut f,
+            &caps,
+            &base10,
+            &base10,
+            &signals(80, 0.80, 0.0, 2_000.0),
+        );
+        assert!(find(&ps, lwm).is_none());
+        // `wake_lwm_pct = 0` leaves it alone too.
+        let mut off = Flush::new(FlushConfig {
+            wake_lwm_pct: 0,
+            ..FlushConfig::default()
+        });
+        let ps = testkit::propose(
+            &mut off,
+            &caps,
+            &base,
+            &base,
+            &signals(1, 0.80, 0.0, 2_000.0),
+        );
+        assert!(find(&ps, lwm).is_none());
     }
 
     #[test]

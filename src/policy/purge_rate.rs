@@ -135,6 +135,10 @@ pub const RELEASE_SHARE: f64 = 0.5;
 /// pages from users: free-page waits, and seconds at a quarter of the median TPS.
 pub const MIN_THREAD_GAIN: f64 = 0.05;
 
+/// At the cost cap and still behind schedule this long, the reason says the budget
+/// cannot be held at `max_dml_slowdown_pct`: the trade is the operator's to make.
+pub const CAPPED_NOTE_MS: u64 = 60_000;
+
 /// What purge removes, undo logs/s: the inflow (one undo log per committed write
 /// transaction: the commit rate, else the DML rate) less the history rate.
 fn purge_throughput(s: &Signals, y: f64) -> Option<f64> {
@@ -191,6 +195,9 @@ struct State {
     /// too noisy (the real-server benchmark: the cap, and with it the delay, jumped
     /// threefold between two seconds).
     running_ref: Option<f64>,
+    /// Since when the amplitude has been at the cost cap with history still above the
+    /// schedule (ms).
+    capped_since: Option<u64>,
 }
 
 /// The actuators on this server, in the order they are used.
@@ -374,6 +381,7 @@ impl PurgeRate {
         let t = s.t_ms;
         let cap = self.cap_us(s, st) as f64;
         let lo = MIN_DELAY_US.min(st.max_delay) as f64;
+        let mut behind = false;
         let d = match self.state.amp {
             None => match Self::delay_in_effect(input).filter(|(_, d)| *d <= st.max_delay) {
                 Some((_, d)) => d as f64,
@@ -399,6 +407,7 @@ impl PurgeRate {
                     .max(1.0);
                 let h = s.history_len.unwrap_or(a.target) as f64;
                 let miss = ((h - a.target as f64) / scale).clamp(-1.0, 1.0);
+                behind = miss > 0.0;
                 let k = if miss > 0.0 {
                     AMP_UP_PER_S * miss
                 } else {
@@ -408,6 +417,11 @@ impl PurgeRate {
             }
         };
         let d = d.clamp(lo, cap.max(lo));
+        self.state.capped_since = if behind && d >= 0.99 * cap {
+            Some(self.state.capped_since.unwrap_or(t))
+        } else {
+            None
+        };
         self.state.amp = Some(Amp {
             d_us: d,
             target,
@@ -765,11 +779,23 @@ impl Policy for PurgeRate {
                  batch that handled pages, 0 otherwise"
             ),
         };
+        // Held at the cost cap and still behind: say so, with the trade to make.
+        let capped = match self.state.capped_since {
+            Some(since) if s.t_ms.saturating_sub(since) >= CAPPED_NOTE_MS => format!(
+                "; the delay has been at its cost cap ({d} µs, max_dml_slowdown_pct {} % of a \
+                 row) for {:.0} s and history is still above the schedule: this budget cannot \
+                 be held at this cost. Raise max_dml_slowdown_pct to trade more throughput \
+                 for it, or raise budget_undo_logs to accept the debt",
+                self.cfg.max_dml_slowdown_pct,
+                s.t_ms.saturating_sub(since) as f64 / 1000.0
+            ),
+            _ => String::new(),
+        };
         let reason = format!(
             "{situation}: innodb_max_purge_lag {lag} (blocked {} + budget {budget} + the \
              {ahead} of excess the schedule allows {SCHEDULE_STEP_S:.0} s ahead) and \
              innodb_max_purge_lag_delay {d_set} µs; {formula}: at history {} that is {now} µs \
-             per row changed, none once purge is back on schedule",
+             per row changed, none once purge is back on schedule{capped}",
             est.blocked, est.history
         );
         out.push(self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone()));
@@ -1259,6 +1285,42 @@ mod tests {
             delay.reason
         );
         assert!(dml_delay_us(Flavor::MySql, 900_000, lag.value, delay.value, &base) >= delay.value);
+    }
+
+    #[test]
+    fn a_budget_the_cost_cap_cannot_hold_is_said_so() {
+        // History stays far above the schedule with the delay at its cap (20 % of an
+        // 800 µs row): after a minute of that the reason names the trade to make.
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        // Eight writers at 10 000 rows/s whom the delay slows (as in `delay_after`).
+        let mut last = 0;
+        let reason_at = |p: &mut PurgeRate, i: u64, last: &mut u64| {
+            let mut s = signals_with(900_000, 20_000.0, None);
+            s.t_ms = 100_000 + i * 1000;
+            s.sample.threads_running = Some(9);
+            s.dml_rate = Some(slowed(*last));
+            let ps = decide(p, &caps, &base, &s);
+            let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+            *last = if d.intent == Intent::Act { d.value } else { 0 };
+            d.reason.clone()
+        };
+        for i in 0..50 {
+            let r = reason_at(&mut p, i, &mut last);
+            assert!(!r.contains("cannot be held"), "tick {i}: {r}");
+        }
+        assert_eq!(last, 200, "the delay is not at its cost cap");
+        let mut said = None;
+        for i in 50..80 {
+            let r = reason_at(&mut p, i, &mut last);
+            if r.contains("this budget cannot be held at this cost") {
+                said.get_or_insert(i);
+                assert!(r.contains("Raise max_dml_slowdown_pct"), "{r}");
+            }
+        }
+        let at = said.expect("never said the budget cannot be held");
+        assert!((60..=65).contains(&at), "said at tick {at}");
     }
 
     /// On MariaDB the lag is the schedule itself: blocked + budget + the excess the

@@ -322,6 +322,7 @@ fn default_server_range(knob: Knob) -> (Option<u64>, Option<u64>) {
         Knob::RedoLogCapacity => (Some(8 << 20), Some(128 << 30)),
         Knob::UndoLogTruncate => (Some(0), Some(1)),
         Knob::MaxUndoLogSize => (Some(10 << 20), None),
+        Knob::MaxDirtyPagesPctLwm => (Some(0), Some(99)),
     }
 }
 
@@ -469,6 +470,7 @@ mod tests {
             "innodb_redo_log_capacity",
             "innodb_undo_log_truncate",
             "innodb_max_undo_log_size",
+            "innodb_max_dirty_pages_pct_lwm",
         ]
         .iter()
         .map(|n| meta(n, None))

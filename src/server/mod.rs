@@ -51,10 +51,14 @@ pub enum Knob {
     UndoLogTruncate,
     #[serde(rename = "innodb_max_undo_log_size")]
     MaxUndoLogSize,
+    /// A DOUBLE on both servers; innopilot only ever sets and accepts whole percents
+    /// (see [`sample::parse_u64`]).
+    #[serde(rename = "innodb_max_dirty_pages_pct_lwm")]
+    MaxDirtyPagesPctLwm,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 10] = [
+    pub const ALL: [Knob; 11] = [
         Knob::PurgeThreads,
         Knob::PurgeBatchSize,
         Knob::MaxPurgeLag,
@@ -65,6 +69,7 @@ impl Knob {
         Knob::RedoLogCapacity,
         Knob::UndoLogTruncate,
         Knob::MaxUndoLogSize,
+        Knob::MaxDirtyPagesPctLwm,
     ];
 
     /// The server variable's name, lower case, exactly as `SET GLOBAL` takes it.
@@ -80,6 +85,7 @@ impl Knob {
             Knob::RedoLogCapacity => "innodb_redo_log_capacity",
             Knob::UndoLogTruncate => "innodb_undo_log_truncate",
             Knob::MaxUndoLogSize => "innodb_max_undo_log_size",
+            Knob::MaxDirtyPagesPctLwm => "innodb_max_dirty_pages_pct_lwm",
         }
     }
 
@@ -100,6 +106,7 @@ impl Knob {
             Knob::IoCapacity | Knob::IoCapacityMax => "IOPS",
             Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => "bytes",
             Knob::UndoLogTruncate => "0=OFF 1=ON",
+            Knob::MaxDirtyPagesPctLwm => "% of the buffer pool dirty",
         }
     }
 

@@ -79,6 +79,11 @@ pub struct Sample {
     /// made before this field existed read as unknown.
     #[serde(default)]
     pub free_page_waits: Option<u64>,
+    /// Counter, part of `pages_flushed`: pages the LRU wrote to free buffer-pool
+    /// pages (MariaDB ≥ 10.5 `Innodb_buffer_pool_pages_LRU_flushed`). They are the
+    /// least recently used, not the oldest modified: they retire little redo.
+    #[serde(default)]
+    pub pages_lru_flushed: Option<u64>,
     pub rows_inserted: Option<u64>,
     pub rows_updated: Option<u64>,
     pub rows_deleted: Option<u64>,
@@ -120,7 +125,10 @@ pub enum RowKind {
 }
 
 /// Parses a server value into a u64: accepts digits (with surrounding space), ON/OFF
-/// and TRUE/FALSE; rejects empty, negative, fractional, overflowing or other text.
+/// and TRUE/FALSE, and a decimal whose fraction is all zeros (DOUBLE variables such as
+/// innodb_max_dirty_pages_pct_lwm read back as `1.000000`); rejects empty, negative,
+/// fractional, overflowing or other text. A knob whose value has a fraction is thus
+/// absent from the sample and innopilot never manages it.
 pub fn parse_u64(value: &str) -> Result<u64, String> {
     let v = value.trim();
     match v.to_ascii_uppercase().as_str() {
@@ -132,6 +140,20 @@ pub fn parse_u64(value: &str) -> Result<u64, String> {
     if v.starts_with('-') {
         return Err(format!("negative value {v:?}"));
     }
+    let v = match v.split_once('.') {
+        Some((whole, frac))
+            if !whole.is_empty() && !frac.is_empty() && frac.bytes().all(|b| b == b'0') =>
+        {
+            whole
+        }
+        Some(_) => {
+            let shown: String = v.chars().take(40).collect();
+            return Err(format!(
+                "{shown:?} is not a whole number (innopilot manages whole values only)"
+            ));
+        }
+        None => v,
+    };
     v.parse::<u64>().map_err(|e| {
         let shown: String = v.chars().take(40).collect();
         format!("{shown:?} is not an unsigned integer ({e})")
@@ -194,6 +216,7 @@ pub const STATUS_NAMES: &[&str] = &[
     "Innodb_buffer_pool_pages_dirty",
     "Innodb_buffer_pool_pages_total",
     "Innodb_buffer_pool_pages_flushed",
+    "Innodb_buffer_pool_pages_LRU_flushed",
     "Innodb_buffer_pool_wait_free",
     "Innodb_rows_inserted",
     "Innodb_rows_updated",
@@ -294,6 +317,7 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
     s.dirty_pages = rows.status("Innodb_buffer_pool_pages_dirty", &mut u);
     s.total_pages = rows.status("Innodb_buffer_pool_pages_total", &mut u);
     s.pages_flushed = rows.status("Innodb_buffer_pool_pages_flushed", &mut u);
+    s.pages_lru_flushed = rows.status("Innodb_buffer_pool_pages_LRU_flushed", &mut u);
     s.free_page_waits = rows.status("Innodb_buffer_pool_wait_free", &mut u);
     // MariaDB 10.11 has no Innodb_rows_*: its Handler_* counters (which exclude
     // temporary tables, counted in Handler_tmp_*) are the nearest equivalent.
@@ -348,6 +372,19 @@ mod tests {
     use super::*;
     use crate::server::flavor::{HistorySource, ReplicaSource, UndoSource};
     use proptest::prelude::*;
+
+    #[test]
+    fn doubles_with_a_zero_fraction_are_whole_values() {
+        assert_eq!(parse_u64("0.000000"), Ok(0));
+        assert_eq!(parse_u64(" 10.000000 "), Ok(10));
+        // A real fraction is not a whole value: the knob is left alone.
+        assert!(parse_u64("0.001000")
+            .unwrap_err()
+            .contains("not a whole number"));
+        assert!(parse_u64("1.").is_err());
+        assert!(parse_u64(".5").is_err());
+        assert!(parse_u64("1.0.0").is_err());
+    }
 
     fn maria() -> SignalSources {
         SignalSources {

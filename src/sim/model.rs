@@ -313,6 +313,12 @@ pub fn capabilities(flavor: SimFlavor, replica: bool, undo_tablespaces: u32) -> 
                 Some(10 << 20),
                 Some(u64::MAX),
             ),
+            meta(
+                "innodb_max_dirty_pages_pct_lwm",
+                Some(false),
+                Some(0),
+                Some(99),
+            ),
         ],
         // MySQL reports neither: innopilot's table and the documented ranges apply.
         SimFlavor::MySql80 => Knob::ALL
@@ -675,6 +681,16 @@ impl Model {
             f64::INFINITY
         } else if a0 >= async_pt {
             io_max
+        } else if a0 >= lwm && self.knobs.get(&Knob::MaxDirtyPagesPctLwm) == Some(&0) {
+            // innodb_max_dirty_pages_pct_lwm = 0 (MariaDB's default, when the scenario
+            // sets it): the page cleaner sleeps below the async point unless dirty
+            // pages pass innodb_max_dirty_pages_pct (tests/page_cleaner.rs). A scenario
+            // that does not name the variable gets the adaptive range below.
+            if self.dirty / hw.buffer_pool_pages.max(1.0) > 0.9 {
+                io_max
+            } else {
+                0.0
+            }
         } else if a0 >= lwm {
             // The page cleaner's redo term, io_capacity_max · F^1.5 / 750 (the flush
             // policy's model of buf0flu.cc, shared so both agree), or the pages the
