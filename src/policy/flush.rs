@@ -289,6 +289,9 @@ struct State {
     pressure_at_ms: Option<u64>,
     /// The device was the limit this tick.
     limited: bool,
+    /// The page cleaner is kept awake (innodb_max_dirty_pages_pct_lwm): from the first
+    /// pressure until the fill is idle a minute after the last one.
+    woken: bool,
 }
 
 fn pct(x: f64) -> String {
@@ -673,7 +676,7 @@ impl Flush {
             };
             out.push(self.propose(Knob::IoCapacityMax, want, intent, why));
         }
-        out.extend(self.wake(input, pressure.raise || want != base_max));
+        out.extend(self.wake(input, self.state.woken || want != base_max));
         if input.caps.settable(Knob::IoCapacity) {
             // io_capacity cancels out of the redo term: it stays at its baseline,
             // which `floor` keeps at or under io_capacity_max.
@@ -686,10 +689,11 @@ impl Flush {
         (out, at_ceiling)
     }
 
-    /// innodb_max_dirty_pages_pct_lwm: on (`wake_lwm_pct`) while flushing is managed,
-    /// when the server's own value is 0, so that the page cleaner runs the adaptive
-    /// range the io_capacity_max decision relies on; back to 0 with io_capacity_max.
-    /// A baseline above 0 already runs it, and is left alone.
+    /// innodb_max_dirty_pages_pct_lwm: on (`wake_lwm_pct`) while flushing is managed
+    /// (from the first pressure until the fill is idle a minute after the last one, or
+    /// while a value of ours is in effect for io_capacity_max), when the server's own
+    /// value is 0, so that the page cleaner runs the adaptive range the io_capacity_max
+    /// decision relies on. A baseline above 0 already runs it, and is left alone.
     fn wake(&self, input: &PolicyInput<'_>, managed: bool) -> Option<Proposal> {
         let knob = Knob::MaxDirtyPagesPctLwm;
         let on = self.cfg.wake_lwm_pct;
@@ -861,6 +865,19 @@ impl Policy for Flush {
         let pressure = self.pressure(s, fill, proj);
         if pressure.raise {
             self.state.pressure_at_ms = Some(s.t_ms);
+            self.state.woken = true;
+        } else if fill < self.cfg.idle_fill_pct / 100.0
+            && proj < self.cfg.idle_fill_pct / 100.0
+            && self
+                .state
+                .pressure_at_ms
+                .is_none_or(|p| s.t_ms.saturating_sub(p) >= LOWER_AFTER_MS)
+        {
+            // The same idleness that releases io_capacity_max. Not sooner: with the
+            // cleaner asleep the fill climbs back to the async point and drops at each
+            // batch (the real-server e_purge_behind, fourth run: woken only while the
+            // fill was over the target, 5–30 s of each 75 s sawtooth).
+            self.state.woken = false;
         }
         let (mut out, at_ceiling) = self.flushing(input, fill, trend, proj, pressure);
         out.extend(self.redo_size(input, fill, trend, at_ceiling));
@@ -1251,12 +1268,17 @@ mod tests {
             "{}",
             w.reason
         );
-        // Held while flushing is managed, whatever whole value is in effect.
+        // Held after the pressure, even with io_capacity_max at its baseline and the
+        // fill dropped below idle: until a minute after the last pressure.
         let mut cur = base.clone();
-        cur.insert(Knob::IoCapacityMax, 2200);
         cur.insert(lwm, 1);
         let ps = at(&mut f, &cur, &signals(3, 0.50, 0.0, 2_000.0));
+        let w = find(&ps, lwm).unwrap();
+        assert_eq!((w.value, w.intent), (1, Intent::Act), "{}", w.reason);
+        let ps = at(&mut f, &cur, &signals(30, 0.05, 0.0, 100.0));
         assert_eq!(find(&ps, lwm).unwrap().value, 1);
+        // Whatever whole value is in effect holds.
+        cur.insert(Knob::IoCapacityMax, 2200);
         // Idle a minute after the last pressure: back to 0 with io_capacity_max.
         let ps = at(&mut f, &cur, &signals(70, 0.10, 0.0, 100.0));
         assert_eq!(
