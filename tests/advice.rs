@@ -137,9 +137,26 @@ async fn bad_static_settings_have_findings_and_sql_and_the_defaults_none() {
         .unwrap()
         .contains("once per row"));
 
-    let io = finding(&v, "io_capacity_max_low").unwrap_or_else(|| panic!("{v:#}"));
-    let want = set_value(io, "innodb_io_capacity_max");
-    assert!(want > 120 && want % 100 == 0, "{io:#}");
+    // io_capacity_max 100 caps the page cleaner's batches at 100 pages, so whether the
+    // device shows more in the run (LRU writes, back-to-back batches at the sync
+    // point) varies: one fresh-clone run peaked at 100.4 pages/s, a local one above
+    // 120. The finding must follow what the run observed, either way.
+    let peak = v["observed"]["peak_pages_flushed_rate"].as_f64();
+    match finding(&v, "io_capacity_max_low") {
+        Some(io) => {
+            let want = set_value(io, "innodb_io_capacity_max");
+            let p = peak.unwrap_or_else(|| panic!("a finding without an observed peak: {v:#}"));
+            assert!(
+                p > 120.0,
+                "finding at an observed peak of {p} pages/s: {io:#}"
+            );
+            assert_eq!(want, (p.ceil() as u64).div_ceil(100) * 100, "{io:#}");
+        }
+        None => assert!(
+            peak.is_none_or(|p| p <= 120.0),
+            "the device showed {peak:?} pages/s over io_capacity_max 100 and no finding: {v:#}"
+        ),
+    }
 
     assert_redo_advice_within_bounds(&db, &v).await;
 }

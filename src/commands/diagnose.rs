@@ -1086,6 +1086,14 @@ pub fn to_json(f: &Facts, findings: &[Finding], target: &str) -> Value {
             "holder_thread_id": f.confirmed_view().and_then(|v| v.thread_id),
         })),
         "signals": crate::commands::status::watch_json(&f.signals, f.min_view_age)["signals"],
+        // What the samples showed over the whole run: the basis of the advice that
+        // follows the device (io_capacity_max) and the sustained redo rate (redo size).
+        "observed": {
+            "seconds": f.observed.seconds,
+            "samples": f.observed.samples,
+            "lsn_rate": f.observed.lsn_rate,
+            "peak_pages_flushed_rate": f.observed.peak_pages_flushed_rate,
+        },
     })
 }
 
