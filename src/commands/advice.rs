@@ -240,10 +240,6 @@ pub struct Settings {
     pub max_dirty_pages_pct_lwm: Option<u64>,
 }
 
-/// The async point's share of the maximum checkpoint age on both servers
-/// (`max_modified_age_async`, buf0flu.cc / log0log.cc: 7/8).
-const ASYNC_SHARE: f64 = 7.0 / 8.0;
-
 /// A lag below this many undo logs is reached within seconds of any blocked purge
 /// under load (the measured update load grew history ~30 k/s behind a view).
 pub const SMALL_LAG: u64 = 100_000;
@@ -359,29 +355,28 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
         x.sql = io_capacity_max_sql(set.io_capacity, want);
         out.push(x);
     }
-    if let (Some(Flavor::MariaDb), Some(0), Some(fill)) = (
+    if let (Some(Flavor::MariaDb), Some(0), Some(true), Some(fill)) = (
         set.flavor,
         set.max_dirty_pages_pct_lwm,
+        s.sample.redo.past_async(),
         s.redo_fill.filter(|f| f.is_finite()),
     ) {
-        // Past the async point (7/8 of the maximum age) the page cleaner already runs
-        // in batches; below it, with lwm 0, it did nothing on the way there.
-        if fill >= ASYNC_SHARE {
-            out.push(
-                Finding::new(
-                    "flushing",
-                    "page_cleaner_asleep",
-                    Severity::Warning,
-                    "innodb_max_dirty_pages_pct_lwm = 0 kept the page cleaner asleep until the async point".into(),
-                )
-                .why(format!(
-                    "Redo fill is {:.0} % of the maximum checkpoint age. With MariaDB's default innodb_max_dirty_pages_pct_lwm = 0 the page cleaner sleeps below the async point (7/8 of the maximum) unless dirty pages pass innodb_max_dirty_pages_pct: no redo-driven flushing while the age crossed the whole adaptive range (measured on MariaDB 10.11.19, tests/page_cleaner.rs), and then batches of innodb_io_capacity_max at once.",
-                    fill * 100.0
-                ))
-                .todo("Set innodb_max_dirty_pages_pct_lwm to 1 so the page cleaner flushes from innodb_adaptive_flushing_lwm on, in proportion to the age, instead of in batches at the async point. It costs page writes that a later change to the same page would have saved; innopilot's flush policy does this only while it manages flushing.")
-                .sql("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"),
-            );
-        }
+        // Past the async point the page cleaner already runs in batches; below it,
+        // with lwm 0, it did nothing on the way there.
+        out.push(
+            Finding::new(
+                "flushing",
+                "page_cleaner_asleep",
+                Severity::Warning,
+                "innodb_max_dirty_pages_pct_lwm = 0 kept the page cleaner asleep until the async point".into(),
+            )
+            .why(format!(
+                "Redo fill is {:.0} % of the maximum checkpoint age. With MariaDB's default innodb_max_dirty_pages_pct_lwm = 0 the page cleaner sleeps below the async point (7/8 of the maximum) unless dirty pages pass innodb_max_dirty_pages_pct: no redo-driven flushing while the age crossed the whole adaptive range (measured on MariaDB 10.11.19, tests/page_cleaner.rs), and then batches of innodb_io_capacity_max at once.",
+                fill * 100.0
+            ))
+            .todo("Set innodb_max_dirty_pages_pct_lwm to 1 so the page cleaner flushes from innodb_adaptive_flushing_lwm on, in proportion to the age, instead of in batches at the async point. It costs page writes that a later change to the same page would have saved; innopilot's flush policy does this only while it manages flushing.")
+            .sql("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"),
+        );
     }
     let growing = s
         .history_rate
@@ -538,7 +533,14 @@ mod tests {
         };
         let mut s = loaded();
         s.history_rate = None;
-        s.redo_fill = Some(0.9);
+        let at = |s: &mut Signals, fill: f64| {
+            let sync = 100_000_000u64;
+            s.sample.redo.sync_point = Some(sync);
+            s.sample.redo.async_point = None;
+            s.sample.redo.checkpoint_age = Some((fill * sync as f64) as u64);
+            s.redo_fill = Some(fill);
+        };
+        at(&mut s, 0.9);
         let o = obs(12.0, 1e6, None);
         let fs = static_findings(&set, &s, &o, false);
         assert_eq!(ids(&fs), ["page_cleaner_asleep"]);
@@ -547,9 +549,16 @@ mod tests {
             ["SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"]
         );
         // Below the async point, with lwm on, or on MySQL: nothing.
-        s.redo_fill = Some(0.5);
+        at(&mut s, 0.5);
         assert!(static_findings(&set, &s, &o, false).is_empty());
-        s.redo_fill = Some(0.9);
+        // The server's own async point counts when it publishes one.
+        at(&mut s, 0.8);
+        s.sample.redo.async_point = Some(75_000_000);
+        assert_eq!(
+            ids(&static_findings(&set, &s, &o, false)),
+            ["page_cleaner_asleep"]
+        );
+        at(&mut s, 0.9);
         let on = Settings {
             max_dirty_pages_pct_lwm: Some(10),
             ..set

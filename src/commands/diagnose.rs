@@ -292,7 +292,11 @@ fn flushing(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     let r = &f.signals.sample.redo;
     let rate = f.signals.lsn_rate.filter(|r| r.is_finite());
-    let (Some(age), Some(sync)) = (r.checkpoint_age, r.sync_point.filter(|s| *s > 0)) else {
+    let (Some(age), Some(sync), Some(async_point)) = (
+        r.checkpoint_age,
+        r.sync_point.filter(|s| *s > 0),
+        r.async_point_or_share(),
+    ) else {
         out.push(
             Finding::new("flushing", "redo_unknown", Severity::Info, "Redo fill is not visible on this server".into())
                 .why("The checkpoint age or the sync-flush point could not be read (see `innopilot status`)."),
@@ -300,7 +304,6 @@ fn flushing(f: &Facts) -> Vec<Finding> {
         return out;
     };
     let fill = age as f64 / sync as f64;
-    let async_point = r.async_point.unwrap_or(sync / 8 * 7);
     // Below 1 KiB/s the rate is background noise: a projection from it would be a
     // number without meaning.
     let rate = rate.filter(|r| *r >= 1024.0);

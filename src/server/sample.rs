@@ -37,6 +37,21 @@ impl RedoSample {
             _ => None,
         }
     }
+
+    /// The async flush point, bytes of checkpoint age: the server's when it publishes
+    /// one, else 7/8 of the sync point (`max_modified_age_async`, buf0flu.cc /
+    /// log0log.cc, on both servers). The one place that fallback is written: the flush
+    /// policy, `diagnose` and its advice all read it here.
+    pub fn async_point_or_share(&self) -> Option<u64> {
+        self.async_point
+            .or_else(|| self.sync_point.map(|s| s / 8 * 7))
+    }
+
+    /// Whether the checkpoint age is at or past the async point
+    /// ([`RedoSample::async_point_or_share`]).
+    pub fn past_async(&self) -> Option<bool> {
+        Some(self.checkpoint_age? >= self.async_point_or_share()?)
+    }
 }
 
 /// The oldest active InnoDB transaction, the usual reason purge cannot progress.
