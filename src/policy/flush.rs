@@ -58,7 +58,11 @@
 //!   cannot write a batch at once a bigger one holds the checkpoint still longer (the
 //!   real-server g_checkpoint_stall, run of 2026-11-24, second set: the probe and a
 //!   need estimate of 120 000 pages/s raised it to 16 000 while the device wrote about
-//!   330 pages/s; 85 s at 0 TPS against the defaults' 69).
+//!   330 pages/s; 85 s at 0 TPS against the defaults' 69). Once the limit is known it
+//!   is also lowered there, to a batch of about [`BATCH_HOLD_S`] of the device (never
+//!   below io_capacity): users at the maximum checkpoint age are let through by the
+//!   checkpoint MariaDB writes after each batch (`buf_flush_sync_for_checkpoint()`),
+//!   so a smaller batch moves it more often.
 //! - **innodb_io_capacity stays at its baseline.** It only scales the dirty-page and
 //!   idle terms; io_capacity_max is kept ≥ it (the server's rule).
 //! - **Not while users wait for free pages.** When user threads wait for a free
@@ -132,6 +136,16 @@ const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer o
      that cannot write it at once (the real-server g_checkpoint_stall: raised to 16 000 there \
      while the device wrote about 330 pages/s, 85 s at 0 TPS against the defaults' 69), so it \
      is never raised there";
+
+/// Past the async point a batch of io_capacity_max pages is kept to this many seconds
+/// of the device's limit. Users waiting at the maximum checkpoint age are let through
+/// only by a checkpoint, and `buf_flush_sync_for_checkpoint()` (MariaDB buf0flu.cc)
+/// writes one after each `buf_flush_list(srv_max_io_capacity, lsn)` batch: a batch of
+/// B pages on a device of D pages/s holds them about B / D seconds. Measured in the
+/// real-server g_checkpoint_stall (fifth run, same build, device about 800 pages/s):
+/// a batch of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2000
+/// gave 35–36 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
+const BATCH_HOLD_S: f64 = 0.25;
 
 /// io_capacity_max up to this share above the need holds (not chasing noise).
 const NEED_BAND: f64 = 0.15;
@@ -428,6 +442,17 @@ impl Flush {
         (c as u64).max(base_cap).max(100)
     }
 
+    /// The highest io_capacity_max past the async point, where it is the batch size:
+    /// [`BATCH_HOLD_S`] of the device's limit once shown, never above [`Self::ceiling`]
+    /// nor below io_capacity (the server's rule) and 100.
+    fn batch_ceiling(&self, base_cap: u64, base_max: u64) -> u64 {
+        let c = self.ceiling(base_cap, base_max);
+        match self.state.device.limit {
+            Some(l) => ((l * BATCH_HOLD_S) as u64).min(c).max(base_cap).max(100),
+            None => c,
+        }
+    }
+
     fn device_text(&self) -> String {
         let dev = &self.state.device;
         match (dev.best, dev.limit) {
@@ -502,6 +527,7 @@ impl Flush {
         let target = self.cfg.target_fill_pct / 100.0;
         let idle = self.cfg.idle_fill_pct / 100.0;
         let ceiling = self.ceiling(base_cap, base_max);
+        let batch = self.batch_ceiling(base_cap, base_max);
         let floor = base_cap.max(100);
         let situation = format!(
             "redo fill {} (trend {}/s, projected {} in {})",
@@ -555,9 +581,9 @@ impl Flush {
                     m
                 };
                 // Past the async point io_capacity_max is the batch size: never raised
-                // there (see PAST_ASYNC).
-                let v = if p.age >= p.async_point && v > cur {
-                    cur.clamp(floor, ceiling.max(floor))
+                // there (see PAST_ASYNC), and at most BATCH_HOLD_S of the device.
+                let v = if p.age >= p.async_point {
+                    v.min(cur.max(floor)).min(batch).max(floor)
                 } else {
                     v
                 };
@@ -588,21 +614,24 @@ impl Flush {
                     ),
                 )
             } else if self.state.limited {
-                // The device does not deliver what is asked: more would only be a
-                // bigger burst.
-                let v = cur.min(ceiling).max(floor);
+                // The device does not deliver what is asked (known only past the async
+                // point): more would only be a bigger burst, and a batch longer than
+                // BATCH_HOLD_S of the device holds users that long.
+                let v = cur.min(batch).max(floor);
                 (
                     v,
                     format!(
                         "{situation} reaches the target {} % but the device flushes less than \
-                         the page cleaner asks: innodb_io_capacity_max holds at {v} ({})",
+                         the page cleaner asks: innodb_io_capacity_max {cur} → {v}, the batch \
+                         past the async point kept to about {BATCH_HOLD_S} s of the device \
+                         (users wait for the checkpoint after each batch; {})",
                         self.cfg.target_fill_pct,
                         self.device_text()
                     ),
                 )
             } else if points.is_some_and(|p| p.age >= p.async_point) {
                 // Past the async point a probe would only make the batch bigger.
-                let v = cur.clamp(floor, ceiling.max(floor));
+                let v = cur.clamp(floor, batch.max(floor));
                 (
                     v,
                     format!(
@@ -1381,8 +1410,9 @@ mod tests {
     }
 
     /// The real-server benchmark's g_checkpoint_stall: the device flushes ~330 pages/s
-    /// while the page cleaner is asked for batches of 16 000. io_capacity_max comes
-    /// down to what the device does, stays there, and never creeps.
+    /// while the page cleaner is asked for batches of 16 000. Past the async point
+    /// io_capacity_max comes down to a batch of a quarter second of the device (here
+    /// io_capacity's 200, the server's floor), stays there, and never creeps.
     #[test]
     fn never_a_burst_larger_than_the_device_sustains() {
         let mut f = Flush::new(FlushConfig::default());
@@ -1392,7 +1422,7 @@ mod tests {
         for t in 1..60 {
             let ps = decide(&mut f, &caps, &cur, &signals(t, 1.0, 0.001, 330.0));
             let m = find(&ps, Knob::IoCapacityMax).unwrap();
-            assert_eq!(m.value, 330, "t={t}: {}", m.reason);
+            assert_eq!(m.value, 200, "t={t}: {}", m.reason);
             let c = find(&ps, Knob::IoCapacity).unwrap();
             assert_eq!((c.value, c.intent), (200, Intent::Release));
             cur.insert(Knob::IoCapacityMax, m.value);
@@ -1401,7 +1431,7 @@ mod tests {
         assert_eq!(f.device().limit, Some(330.0));
         // Between the marks it stays capped; idle, it goes back to the baseline.
         let ps = decide(&mut f, &caps, &cur, &signals(200, 0.5, 0.0, 300.0));
-        assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 330);
+        assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 200);
         let ps = decide(&mut f, &caps, &cur, &signals(201, 0.1, 0.0, 100.0));
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
@@ -1504,7 +1534,8 @@ mod tests {
         let cur = with(Knob::IoCapacityMax, 6000);
         let ps = decide(&mut f, &caps, &cur, &signals(2, 0.97, 0.002, 2_000.0));
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
-        assert_eq!(m.value, 2000, "{}", m.reason);
+        // A batch of a quarter second of the 2 000 pages/s shown.
+        assert_eq!(m.value, 500, "{}", m.reason);
         assert!(m.reason.contains("device flushes less"), "{}", m.reason);
     }
 
