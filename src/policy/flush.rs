@@ -102,11 +102,12 @@
 //! checkpoint and reads and writes back every page changed since
 //! ([`recovery_time_s`]: age / [`REDO_APPLY_BYTES_PER_S`] + 2 · dirty / D, D the
 //! best page rate the device has shown: recovery is not paced by io_capacity, and the
-//! limit learned under the policy's own small batches understates the device). The pages per byte of age are measured now (dirty pages over
-//! checkpoint age) and capped by the buffer pool ([`recovery_age_bound`]): past a pool
-//! that is all dirty, more redo adds only apply time. The bound on the redo size is the
-//! largest age that recovers within `recovery_time_budget`, over the sync point's share
-//! of the capacity. `tests/recovery.rs` checks the prediction against a private MariaDB
+//! limit learned under the policy's own small batches understates the device). The
+//! pages per byte of age are measured now (dirty pages over checkpoint age) and capped
+//! by the buffer pool ([`recovery_age_bound`]): past a pool that is all dirty, more
+//! redo adds only apply time. The bound on the redo size is the largest age that
+//! recovers within `recovery_time_budget`, over the sync point's share of the capacity.
+//! `tests/recovery.rs` checks the prediction against a private MariaDB
 //! killed with SIGKILL. Without a device rate and a dirty-page count, nothing grows.
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
@@ -144,7 +145,7 @@ const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer o
 /// B pages on a device of D pages/s holds them about B / D seconds. Measured in the
 /// real-server g_checkpoint_stall (fifth run, same build, device about 800 pages/s):
 /// a batch of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2000
-/// gave 35–36 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
+/// gave 35–51 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
 const BATCH_HOLD_S: f64 = 0.25;
 
 /// io_capacity_max up to this share above the need holds (not chasing noise).
@@ -912,6 +913,7 @@ impl Policy for Flush {
                 _ => None,
             };
         self.state.limited = self.learn(s, asked, fill, trend);
+        // `asked` is known exactly when the age is at or past the async point.
         if asked.is_some() {
             self.state.past_async_at_ms = Some(s.t_ms);
         }
