@@ -283,6 +283,11 @@ impl Points {
         })
     }
 
+    /// The age is at or past the async point, where io_capacity_max is the batch size.
+    fn past_async(&self) -> bool {
+        self.age >= self.async_point
+    }
+
     /// F, the age as % of the async point (the server's lsn_age_factor).
     fn factor(&self) -> f64 {
         (100.0 * self.age / self.async_point.max(1.0)).floor()
@@ -557,7 +562,7 @@ impl Flush {
                 // Invert the page cleaner's request at this fill; round up to a whole
                 // multiple of io_capacity (the server's ratio is an integer).
                 let m = io_capacity_max_for(need, p.age, p.async_point);
-                let m = if p.age < p.async_point {
+                let m = if !p.past_async() {
                     (m / base_cap.max(1) as f64).ceil() * base_cap.max(1) as f64
                 } else {
                     m.ceil()
@@ -588,7 +593,7 @@ impl Flush {
                 // for a minute after: the age dips under the point after each batch's
                 // checkpoint, and a value raised there is the next batch (the sixth
                 // run's g: 219 → 876 in such a dip, held 5 s by the dwell).
-                let batch_regime = p.age >= p.async_point
+                let batch_regime = p.past_async()
                     || self
                         .state
                         .past_async_at_ms
@@ -598,7 +603,7 @@ impl Flush {
                 } else {
                     v
                 };
-                let region = if p.age >= p.async_point {
+                let region = if p.past_async() {
                     format!(
                         "past the async point the page cleaner flushes batches of \
                          io_capacity_max, {PAST_ASYNC}"
@@ -640,7 +645,7 @@ impl Flush {
                         self.device_text()
                     ),
                 )
-            } else if points.is_some_and(|p| p.age >= p.async_point) {
+            } else if points.is_some_and(|p| p.past_async()) {
                 // Past the async point a probe would only make the batch bigger.
                 let v = cur.clamp(floor, batch.max(floor));
                 (
@@ -901,22 +906,25 @@ impl Policy for Flush {
         // flushes batches of io_capacity_max whatever innodb_max_dirty_pages_pct_lwm
         // says. Below it, a default MariaDB (lwm 0) does no adaptive flushing at all
         // (tests/page_cleaner.rs), so a low rate there says nothing about the device.
-        let asked =
-            match (
-                Points::of(s, fill),
-                input.current.get(&Knob::IoCapacity),
-                input.current.get(&Knob::IoCapacityMax),
-            ) {
-                (Some(p), Some(&c), Some(&m)) if p.age >= p.async_point => Some(
-                    page_cleaner_pages(p.age, p.async_point, p.lwm, c as f64, m as f64),
-                ),
-                _ => None,
-            };
-        self.state.limited = self.learn(s, asked, fill, trend);
-        // `asked` is known exactly when the age is at or past the async point.
-        if asked.is_some() {
+        let points = Points::of(s, fill);
+        if points.is_some_and(|p| p.past_async()) {
             self.state.past_async_at_ms = Some(s.t_ms);
         }
+        let asked = match (
+            points,
+            input.current.get(&Knob::IoCapacity),
+            input.current.get(&Knob::IoCapacityMax),
+        ) {
+            (Some(p), Some(&c), Some(&m)) if p.past_async() => Some(page_cleaner_pages(
+                p.age,
+                p.async_point,
+                p.lwm,
+                c as f64,
+                m as f64,
+            )),
+            _ => None,
+        };
+        self.state.limited = self.learn(s, asked, fill, trend);
         let pressure = self.pressure(s, fill, proj);
         if pressure.raise {
             self.state.pressure_at_ms = Some(s.t_ms);
