@@ -549,7 +549,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
                   "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
                   "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
                   "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
-                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", 'level_dwell = "0s"', "",
+                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", 'level_dwell = "0s"',
+                  "engage_fill_pct = 0.0", "",
                   "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
                   "[policy.undo]", "enabled = false", ""]
@@ -589,7 +590,7 @@ def proc_status(pid, key):
 STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
-               "Innodb_buffer_pool_reads"]
+               "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed"]
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
 # counter (INNODB_METRICS buffer_flush_sync_waits, enabled at server start; the row is
@@ -891,7 +892,7 @@ def write_csv(path, sb_rows, samples):
     cols = ["t", "tps", "p99_ms", "queue", "history", "redo_fill_pct", "dirty_pct", "purge_threads",
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
-            "sync_flush_waits"]
+            "sync_flush_waits", "lru_flushed"]
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -904,7 +905,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("purge_lag_delay"), s.get("io_capacity"), s.get("io_capacity_max"),
                         s.get("log_file_size"), s.get("Innodb_buffer_pool_pages_flushed"),
                         s.get("Innodb_buffer_pool_reads"), s.get("ip_ticks"), s.get("ip_rss_kb"),
-                        s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits")])
+                        s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits"),
+                        s.get("Innodb_buffer_pool_pages_LRU_flushed")])
 
 
 def fill(s):

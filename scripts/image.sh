@@ -358,8 +358,9 @@ stop_ok "$name"
 
 say "smoke: a live run raises innodb_purge_threads, podman stop restores the baseline"
 cat >"$work/live.toml" <<'EOF'
-# At idle the watermark policy wants max_purge_threads threads; the server starts with
-# one, so the first decision raises it.
+# At idle the watermark policy, engaged from the first tick (engage_fill_pct = 0, as
+# published), wants max_purge_threads threads; the server starts with one, so the
+# first decision raises it.
 [sampler]
 interval = "500ms"
 window = "5s"
@@ -379,6 +380,7 @@ min_dwell = "1s"
 
 [policy.watermark]
 max_purge_threads = 4
+engage_fill_pct = 0.0
 EOF
 chmod 0644 "$work/live.toml"
 name="$run_id-live"

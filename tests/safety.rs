@@ -37,6 +37,7 @@ low_pct = 1.0
 high_pct = 12.0
 max_purge_threads = 4
 hysteresis_pct = 0.5
+engage_fill_pct = 0.0
 "#;
 
 async fn loaded(db: &MariaDb) -> common::LoadHandle {

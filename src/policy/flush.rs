@@ -148,12 +148,37 @@ const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer o
 /// gave 35–51 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
 const BATCH_HOLD_S: f64 = 0.25;
 
+/// Below the async point the page cleaner is evicting when fewer than this share of
+/// the pages flushed in a second were flush-list pages (the rest the LRU's).
+/// MariaDB's `buf_flush_page_cleaner()` (buf0flu.cc) checks `need_LRU_eviction()`
+/// (free list under half of innodb_lru_scan_depth, or a user waiting for a free page)
+/// before anything else and, unless a flush-ahead is pending, runs
+/// `buf_flush_LRU(srv_max_io_capacity)` and goes back to the top: no flush-list batch,
+/// so no value of io_capacity_max moves the checkpoint before the async point, and a
+/// larger one is only a larger LRU batch. The fifth real-server run's e_purge_behind
+/// (128 MiB pool, read-bound updates) is the case: with the page cleaner woken the
+/// fill still rose about 1 %/s to the async point and collapsed there, while the
+/// policy raised io_capacity_max 2 000 → 12 500 to no effect.
+const EVICTING_LIST_SHARE: f64 = 0.1;
+
 /// io_capacity_max up to this share above the need holds (not chasing noise).
 const NEED_BAND: f64 = 0.15;
 
 /// innodb_adaptive_flushing_lwm's default, % of the redo capacity: below it the page
 /// cleaner does no redo-driven flushing.
 const ADAPTIVE_LWM: f64 = 0.10;
+
+/// The page cleaner is evicting ([`EVICTING_LIST_SHARE`]): the LRU's and all pages
+/// flushed per second this tick, when fewer than that share were flush-list pages.
+/// `None` without the LRU counter (MySQL, MariaDB < 10.5) or without flushing.
+fn evicting(s: &Signals) -> Option<(f64, f64)> {
+    let flushed = s
+        .pages_flushed_rate
+        .filter(|r| r.is_finite() && *r >= 1.0)?;
+    let lru = s.lru_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0)?;
+    let list = (flushed - lru).max(0.0);
+    (list < EVICTING_LIST_SHARE * flushed).then_some((lru, flushed))
+}
 
 /// Pages the page cleaner asks for in one pass (about a second) at checkpoint age
 /// `age`, by MariaDB 10.11's `buf0flu.cc` (see the module documentation):
@@ -545,7 +570,26 @@ impl Flush {
             humantime::format_duration(self.cfg.lookahead)
         );
         let points = Points::of(s, fill);
-        let (want, why) = if pressure.raise {
+        let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async()));
+        let (want, why) = if let (true, Some((lru, flushed))) = (pressure.raise, evicting) {
+            let v = if cur == base_max {
+                cur
+            } else {
+                cur.min(ceiling).max(floor)
+            };
+            (
+                v,
+                format!(
+                    "{situation} reaches the target {} % but the page cleaner is evicting: \
+                     {lru:.0} of the {flushed:.0} pages/s flushed were the LRU's; below the \
+                     async point, while free pages are short, MariaDB's page cleaner runs \
+                     buf_flush_LRU(innodb_io_capacity_max) instead of a flush-list batch, so \
+                     only the flush-ahead from the async point moves the checkpoint and no \
+                     value changes that: innodb_io_capacity_max holds at {v}",
+                    self.cfg.target_fill_pct
+                ),
+            )
+        } else if pressure.raise {
             // N: absorb the redo being written and remove the projected excess over
             // the lookahead, at the redo one flushed page retires.
             let need = match (s.lsn_rate, self.state.device.bytes_per_page, points) {
@@ -1305,6 +1349,50 @@ mod tests {
         let mut f = Flush::new(FlushConfig::default());
         decide(&mut f, &caps, &baseline(), &signals(1, 0.80, 0.0, 2_000.0));
         assert_eq!(f.device().bytes_per_page, Some(2_000.0));
+    }
+
+    /// Below the async point, a page cleaner that writes almost only LRU pages runs no
+    /// flush-list batch whatever io_capacity_max is: the need is not chased there. Past
+    /// the async point, or with flush-list flushing going on, the need rules again.
+    #[test]
+    fn an_evicting_page_cleaner_is_not_chased_below_the_async_point() {
+        let caps = testkit::mariadb();
+        let cur = baseline();
+        // The e climb: fill 80 % (F = 91 % of the async point) rising 1 %/s, the redo a
+        // page retires not measured yet, so the policy would step io_capacity_max ×1.5.
+        let climb = |lru: Option<f64>| {
+            let mut s = signals(2, 0.80, 0.01, 2_000.0);
+            s.lsn_rate = None;
+            s.lru_flushed_rate = lru;
+            s
+        };
+        // 1 900 of the 2 000 pages/s flushed were the LRU's: it holds.
+        let mut f = Flush::new(FlushConfig::default());
+        let out = decide(&mut f, &caps, &cur, &climb(Some(1_900.0)));
+        let p = find(&out, Knob::IoCapacityMax).unwrap();
+        assert_eq!(p.value, 2000, "{}", p.reason);
+        assert!(
+            p.reason
+                .contains("the page cleaner is evicting: 1900 of the 2000 pages/s flushed"),
+            "{}",
+            p.reason
+        );
+        // Half of them flush-list pages: the step is taken.
+        let mut f = Flush::new(FlushConfig::default());
+        let out = decide(&mut f, &caps, &cur, &climb(Some(1_000.0)));
+        let p = find(&out, Knob::IoCapacityMax).unwrap();
+        assert_eq!(p.value, 3000, "{}", p.reason);
+        // Without the LRU counter (MySQL) nothing is known about eviction: the step too.
+        let mut f = Flush::new(FlushConfig::default());
+        let out = decide(&mut f, &caps, &cur, &climb(None));
+        assert_eq!(find(&out, Knob::IoCapacityMax).unwrap().value, 3000);
+        // Past the async point the batch rules apply, evicting or not.
+        let mut s = signals(2, 0.90, 0.01, 1_000.0);
+        s.lru_flushed_rate = Some(950.0);
+        let mut f = Flush::new(FlushConfig::default());
+        let out = decide(&mut f, &caps, &cur, &s);
+        let p = find(&out, Knob::IoCapacityMax).unwrap();
+        assert!(!p.reason.contains("evicting"), "{}", p.reason);
     }
 
     #[test]

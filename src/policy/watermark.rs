@@ -44,6 +44,21 @@
 //! that is the sync-flush cliff, where purge's redo stalls every user. 0 = never yield
 //! (as published).
 //!
+//! **Only where the server cannot hold the age by itself.** Throttling purge buys the
+//! foreground nothing while the server's own flushing keeps the checkpoint age away
+//! from the sync-flush point: MariaDB flushes ahead from the async point (7/8 of the
+//! maximum checkpoint age, `buf_flush_ahead()` in `log_checkpoint_margin()`, then
+//! batches of io_capacity_max in `buf_flush_page_cleaner()`), and users wait only at
+//! the maximum (`buf_flush_wait()`). In the fifth real-server run's e_purge_behind the
+//! fill climbed to the async point and collapsed there every 80 s, never past 88 %,
+//! with no synchronous flush; the buckets took purge to one thread on each climb and
+//! left 1.09 × the defaults' debt for 1.03 × their TPS. So the policy engages only once
+//! the fill has reached `engage_fill_pct` (default 95 % of the sync point, past either
+//! server's async point) and stays engaged for `engage_hold` (10 min) after it was last
+//! there; until then purge keeps its baseline threads (a `Release`). 0 = always engaged
+//! (as published). The first climb to the cliff is the server's own; what the
+//! published algorithm adds (fewer threads on the next ones) is kept.
+//!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`estimate`]: crate::signals::purge::estimate
 
@@ -184,6 +199,9 @@ pub struct Watermark {
     /// Purgeable history is over `yield_history_undo_logs` (and not yet under 80 % of
     /// it): purge threads are handed back.
     yielding: bool,
+    /// When the fill was last at or above `engage_fill_pct` (ms): the policy is engaged
+    /// for `engage_hold` after it.
+    engaged_at_ms: Option<u64>,
 }
 
 impl Watermark {
@@ -193,7 +211,23 @@ impl Watermark {
             cfg,
             state: None,
             yielding: false,
+            engaged_at_ms: None,
         }
+    }
+
+    /// Whether the fill has reached `engage_fill_pct` within the last `engage_hold`
+    /// (always, when `engage_fill_pct` is 0).
+    fn engaged(&mut self, t_ms: u64, pct: f64) -> bool {
+        let at = self.cfg.engage_fill_pct;
+        if at <= 0.0 {
+            return true;
+        }
+        if pct >= at {
+            self.engaged_at_ms = Some(t_ms);
+        }
+        let hold = self.cfg.engage_hold.as_millis() as u64;
+        self.engaged_at_ms
+            .is_some_and(|s| t_ms.saturating_sub(s) <= hold)
     }
 
     /// Whether purge debt is over its limit this tick (with hysteresis), and the
@@ -367,13 +401,28 @@ impl Policy for Watermark {
             changed_ms,
         });
 
+        let engaged = self.engaged(t, pct);
         let (yielding, purgeable) = self.debt_over_limit(input);
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
             let mut p = self.purge_threads(&bands, level, pct, base);
+            if let (false, Some(b)) = (engaged, base) {
+                p.reason = format!(
+                    "redo fill {pct:.1} % has not reached {} % of the sync-flush point in the \
+                     last {} (engage_fill_pct, engage_hold): the server's own flushing holds \
+                     the checkpoint age, so purge's redo stalls no user and purge keeps its \
+                     {b} {} (the baseline); engaged, the buckets would say: {}",
+                    num(self.cfg.engage_fill_pct),
+                    humantime::format_duration(self.cfg.engage_hold),
+                    threads_word(b),
+                    p.reason
+                );
+                p.value = b;
+                p.intent = Intent::Release;
+            }
             // Debt wins below high mode only: at the sync-flush cliff one thread stays.
-            if let (true, Some(b), Some(h), false) =
+            else if let (true, Some(b), Some(h), false) =
                 (yielding, base, purgeable, level == Level::High)
             {
                 let limit = self.cfg.yield_history_undo_logs;
@@ -390,13 +439,15 @@ impl Policy for Watermark {
             }
             out.push(p);
         }
-        out.extend(self.high_mode(input, &bands, level == Level::High, pct));
+        out.extend(self.high_mode(input, &bands, engaged && level == Level::High, pct));
         out
     }
 
     fn reset(&mut self) {
         self.state = None;
         self.yielding = false;
+        // A restarted or reconnected server has shown nothing yet.
+        self.engaged_at_ms = None;
     }
 }
 
@@ -427,6 +478,12 @@ pub struct WatermarkConfig {
     /// A bucket is held at least this long before the next bucket move (the move into
     /// high mode is never held). 0 = every tick may move (as published).
     pub level_dwell: Duration,
+    /// Redo fill (percent of the sync-flush point) that engages the policy: until the
+    /// fill reaches it, the server's own flushing holds the checkpoint age and purge
+    /// keeps its baseline threads. 0 = always engaged (as published).
+    pub engage_fill_pct: f64,
+    /// How long the policy stays engaged after the fill was last at `engage_fill_pct`.
+    pub engage_hold: Duration,
 }
 
 impl Default for WatermarkConfig {
@@ -440,6 +497,8 @@ impl Default for WatermarkConfig {
             high_batch_size: 100,
             yield_history_undo_logs: 500_000,
             level_dwell: Duration::from_secs(30),
+            engage_fill_pct: 95.0,
+            engage_hold: Duration::from_secs(600),
         }
     }
 }
@@ -457,6 +516,9 @@ pub struct RawWatermark {
     yield_history_undo_logs: Option<i64>,
     #[serde(default, with = "humantime_serde")]
     level_dwell: Option<Duration>,
+    engage_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    engage_hold: Option<Duration>,
 }
 
 impl PolicyKind for Watermark {
@@ -505,6 +567,20 @@ impl PolicyKind for Watermark {
                 Duration::ZERO,
                 Duration::from_secs(3600),
             )?,
+            engage_fill_pct: s.float(
+                "engage_fill_pct",
+                w.engage_fill_pct,
+                dw.engage_fill_pct,
+                0.0,
+                150.0,
+            )?,
+            engage_hold: s.duration(
+                "engage_hold",
+                w.engage_hold,
+                dw.engage_hold,
+                Duration::from_secs(1),
+                Duration::from_secs(24 * 3600),
+            )?,
         };
         if watermark.high_pct <= watermark.low_pct + watermark.hysteresis_pct {
             return Err(s.invalid(
@@ -542,6 +618,73 @@ mod tests {
     /// MySQL says nothing (None) and innopilot's version table decides.
     fn caps(version: &str, read_only: impl Fn(&str) -> Option<bool>) -> Capabilities {
         crate::server::flavor::fixture_caps(version, read_only, ReplicaSource::NotReplica)
+    }
+
+    /// The defaults, engaged from the first tick (as published): the bucket tests are
+    /// about the buckets, not the engagement.
+    fn published_engage() -> WatermarkConfig {
+        WatermarkConfig {
+            engage_fill_pct: 0.0,
+            ..WatermarkConfig::default()
+        }
+    }
+
+    /// Until the fill reaches engage_fill_pct the server holds the age by itself: purge
+    /// keeps its baseline threads (a Release) however high the fill below it. Reaching
+    /// it engages the buckets, which stay engaged for engage_hold after the fill was
+    /// last there; a reset forgets it.
+    #[test]
+    fn engages_only_once_the_fill_reaches_the_cliff() {
+        let mut w = Watermark::new(WatermarkConfig {
+            level_dwell: Duration::ZERO,
+            ..WatermarkConfig::default()
+        });
+        // The fifth run's e: a climb to the async point (87.5 %) and back, never past 88 %.
+        for (t, pct) in [(0, 30.0), (40, 70.0), (70, 87.9), (71, 2.0), (100, 60.0)] {
+            let p = proposal_at(&mut w, pct, 100_000, t);
+            assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        }
+        let p = proposal_at(&mut w, 87.9, 100_000, 110);
+        assert!(
+            p.reason.starts_with(
+                "redo fill 87.9 % has not reached 95 % of the sync-flush point in the last 10m"
+            ),
+            "{}",
+            p.reason
+        );
+        assert!(
+            p.reason.ends_with("the buckets would say: redo fill 87.9 % is at or above the high watermark 80 %: 1 purge thread (high mode)"),
+            "{}",
+            p.reason
+        );
+        // g and f: the fill reaches the sync-flush point.
+        let p = proposal_at(&mut w, 96.0, 100_000, 120);
+        assert_eq!((p.value, p.intent), (1, Intent::Act), "{}", p.reason);
+        // Engaged for 10 minutes after the fill was last at 95 %: the buckets rule.
+        assert_eq!(proposal_at(&mut w, 60.0, 100_000, 300).value, 2);
+        assert_eq!(proposal_at(&mut w, 85.0, 100_000, 720).value, 1);
+        // Past the hold, the baseline again.
+        let p = proposal_at(&mut w, 85.0, 100_000, 721);
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        // A reset (reconnect, restart) forgets the engagement.
+        proposal_at(&mut w, 99.0, 100_000, 800);
+        assert_eq!(proposal_at(&mut w, 85.0, 100_000, 801).value, 1);
+        w.reset();
+        assert_eq!(proposal_at(&mut w, 85.0, 100_000, 802).value, 4);
+    }
+
+    /// Where purge threads are read-only (MySQL), high mode's smaller batch waits for
+    /// the engagement too.
+    #[test]
+    fn the_batch_brake_waits_for_the_engagement() {
+        let mut w = Watermark::new(WatermarkConfig::default());
+        let base = baseline(4, 300);
+        let out = decide(&mut w, &mysql(), &base, Some(90.0));
+        let b = find(&out, Knob::PurgeBatchSize).unwrap();
+        assert_eq!((b.value, b.intent), (300, Intent::Release), "{}", b.reason);
+        let out = decide(&mut w, &mysql(), &base, Some(97.0));
+        let b = find(&out, Knob::PurgeBatchSize).unwrap();
+        assert_eq!((b.value, b.intent), (100, Intent::Act), "{}", b.reason);
     }
 
     fn mariadb() -> Capabilities {
@@ -622,7 +765,7 @@ mod tests {
         let mut w = Watermark::new(WatermarkConfig {
             yield_history_undo_logs: 2_000_000,
             level_dwell: Duration::ZERO,
-            ..WatermarkConfig::default()
+            ..published_engage()
         });
         assert_eq!(threads_at(&mut w, 60.0, 1_900_000).value, 2);
         let p = threads_at(&mut w, 60.0, 2_100_000);
@@ -646,7 +789,7 @@ mod tests {
         assert_eq!((p.value, p.intent), (1, Intent::Act), "{}", p.reason);
         let mut w = Watermark::new(WatermarkConfig {
             yield_history_undo_logs: 0,
-            ..WatermarkConfig::default()
+            ..published_engage()
         });
         assert_eq!(threads_at(&mut w, 60.0, 50_000_000).value, 2);
     }
@@ -655,7 +798,7 @@ mod tests {
     fn no_dwell() -> WatermarkConfig {
         WatermarkConfig {
             level_dwell: Duration::ZERO,
-            ..WatermarkConfig::default()
+            ..published_engage()
         }
     }
 
@@ -668,7 +811,7 @@ mod tests {
     /// once per `level_dwell`; moves into and out of high mode are never held.
     #[test]
     fn a_bucket_is_held_for_its_dwell_but_high_mode_is_not() {
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         assert_eq!(threads_at_time(&mut w, 10.0, 0), 4);
         let mut changes = 0;
         let mut last = 4;
@@ -682,7 +825,7 @@ mod tests {
         }
         // 120 s with a 30 s dwell: at most 4 moves, where the bare hysteresis made 40.
         assert!((1..=4).contains(&changes), "{changes} moves");
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         assert_eq!(threads_at_time(&mut w, 60.0, 0), 2);
         assert_eq!(threads_at_time(&mut w, 95.0, 1), 1);
         // ... nor is leaving it.
@@ -709,7 +852,7 @@ mod tests {
             (70.0, 1, Intent::Act),
             (85.0, 1, Intent::Act),
         ] {
-            let mut w = Watermark::new(WatermarkConfig::default());
+            let mut w = Watermark::new(published_engage());
             let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(pct));
             let p = find(&ps, Knob::PurgeThreads).unwrap();
             assert_eq!((p.value, p.intent), (want, intent), "{pct} %: {}", p.reason);
@@ -719,13 +862,13 @@ mod tests {
 
     #[test]
     fn reasons_carry_the_numbers() {
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(63.2));
         assert_eq!(
             find(&ps, Knob::PurgeThreads).unwrap().reason,
             "redo fill 63.2 % is in bucket 3 of 4 (50–65 %, watermarks 20–80 %): 2 purge threads"
         );
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         let ps = decide(&mut w, &mariadb(), &baseline(4, 127), Some(12.0));
         assert_eq!(
             find(&ps, Knob::PurgeThreads).unwrap().reason,
@@ -747,7 +890,7 @@ mod tests {
             let mut w = Watermark::new(WatermarkConfig {
                 low_pct: 25.0,
                 high_pct: 75.0,
-                ..WatermarkConfig::default()
+                ..published_engage()
             });
             let t = threads(&mut w, pct);
             (t, w.state.unwrap().level)
@@ -809,14 +952,14 @@ mod tests {
     #[test]
     fn high_mode_without_purge_threads_shrinks_the_batch() {
         for caps in [mysql(), mariadb_10_6()] {
-            let mut w = Watermark::new(WatermarkConfig::default());
+            let mut w = Watermark::new(published_engage());
             let ps = decide(&mut w, &caps, &baseline(4, 300), Some(85.0));
             assert_eq!(ps.len(), 1, "{ps:?}");
             let b = find(&ps, Knob::PurgeBatchSize).unwrap();
             assert_eq!((b.value, b.intent), (100, Intent::Act), "{}", b.reason);
             assert!(b.reason.contains("baseline 300"), "{}", b.reason);
             // Never above the baseline.
-            let mut w = Watermark::new(WatermarkConfig::default());
+            let mut w = Watermark::new(published_engage());
             let ps = decide(&mut w, &caps, &baseline(4, 50), Some(85.0));
             assert_eq!(find(&ps, Knob::PurgeBatchSize).unwrap().value, 50);
         }
@@ -857,7 +1000,7 @@ mod tests {
 
     #[test]
     fn unknown_fill_holds_everything() {
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         assert_eq!(threads(&mut w, 40.0), 3);
         assert!(decide(&mut w, &mariadb(), &baseline(4, 127), None).is_empty());
         let mut s = signals(None);
@@ -876,7 +1019,7 @@ mod tests {
 
     #[test]
     fn reset_forgets_the_level() {
-        let mut w = Watermark::new(WatermarkConfig::default());
+        let mut w = Watermark::new(published_engage());
         assert_eq!(threads(&mut w, 40.0), 3);
         assert_eq!(threads(&mut w, 34.0), 3);
         w.reset();
@@ -887,7 +1030,7 @@ mod tests {
     fn disabled_proposes_nothing() {
         let mut w = Watermark::new(WatermarkConfig {
             enabled: false,
-            ..WatermarkConfig::default()
+            ..published_engage()
         });
         assert!(decide(&mut w, &mariadb(), &baseline(4, 127), Some(90.0)).is_empty());
     }
@@ -918,7 +1061,7 @@ mod tests {
                 hysteresis_pct: h,
                 high_pct: low + h + extra,
                 high_batch_size: batch,
-                ..WatermarkConfig::default()
+                ..published_engage()
             },
         )
     }

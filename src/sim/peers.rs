@@ -184,7 +184,8 @@ pub fn watermark_only_config() -> Config {
                 [knobs.innodb_purge_batch_size]\nmin_dwell = \"0s\"\nmax_step = 5000\n\
                 [policy.watermark]\nenabled = true\nlow_pct = 20.0\nhigh_pct = 80.0\n\
                 max_purge_threads = 0\nhysteresis_pct = 0.0\n\
-                yield_history_undo_logs = 0\nlevel_dwell = \"0s\"\n"
+                yield_history_undo_logs = 0\nlevel_dwell = \"0s\"\n\
+                engage_fill_pct = 0.0\n"
         .to_string();
     let mut text = base;
     let registry = Registry::standard();
@@ -205,6 +206,7 @@ pub fn watermark_only_config() -> Config {
         c.policy.watermark.hysteresis_pct = 0.0;
         c.policy.watermark.yield_history_undo_logs = 0;
         c.policy.watermark.level_dwell = std::time::Duration::ZERO;
+        c.policy.watermark.engage_fill_pct = 0.0;
         c
     })
 }
@@ -246,6 +248,8 @@ mod tests {
         // As published: no limit on the history it leaves behind.
         assert_eq!(w.yield_history_undo_logs, 0);
         assert!(w.level_dwell.is_zero());
+        // As published: engaged from the first tick.
+        assert_eq!(w.engage_fill_pct, 0.0);
         assert_eq!(c.limits(Knob::PurgeThreads).max_step, 32);
         assert_eq!(c.limits(Knob::PurgeThreads).min_dwell.as_secs(), 0);
     }

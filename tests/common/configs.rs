@@ -66,7 +66,8 @@ min_dwell = \"{min_dwell}\""
 low_pct = 1.0
 high_pct = 12.0
 max_purge_threads = 4
-hysteresis_pct = 0.5",
+hysteresis_pct = 0.5
+engage_fill_pct = 0.0",
         )
     }
 
