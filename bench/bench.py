@@ -54,9 +54,9 @@ BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_redo",
-        "dryrun"]
+        "innopilot_noflush", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_redo", "dryrun"]
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_redo", "innopilot_noflush", "dryrun"]
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -68,6 +68,8 @@ ARM_DOC = {
     "innopilot": "innopilot run, all default policies",
     "innopilot_100k": f"innopilot run, all default policies with the purge budget at the threshold arm's lag "
                       f"([policy.purge_rate] budget_undo_logs = [policy.watermark] yield_history_undo_logs = {THRESHOLD_LAG})",
+    "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "
+                         "an ablation, to tell the flush policy's effect from the purge policies'",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
@@ -529,6 +531,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # keeps history under the same budget).
         lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}", "",
                   "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
+    if arm == "innopilot_noflush":
+        lines += ["[policy.flush]", "enabled = false", ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -591,6 +595,7 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
                "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed"]
+STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
 # counter (INNODB_METRICS buffer_flush_sync_waits, enabled at server start; the row is
@@ -618,7 +623,9 @@ def sample_once(srv):
                     d[kn] = int(x)
             continue
         try:
-            d[k] = int(v)
+            # The server spells some names its own way (…_LRU_flushed); the CSV asks
+            # for them as STATUS_VARS does.
+            d[STATUS_CANON.get(k.lower(), k)] = int(v)
         except ValueError:
             pass
     return d
@@ -1216,7 +1223,7 @@ def legacy_targets(s, sc, med, add):
 
 ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c", "innopilot_redo": "#17becf",
-              "dryrun": "#bcbd22"}
+              "innopilot_noflush": "#ff7f0e", "dryrun": "#bcbd22"}
 
 
 def svg_plot(path, title, series_sets, view):
