@@ -29,26 +29,32 @@ use std::time::{Duration, Instant};
 
 use common::MariaDb;
 
-/// One reading: checkpoint age, max age, and the page cleaner's last published
-/// pct_for_lsn and total ratio (× 100).
-async fn reading(db: &MariaDb) -> (u64, u64, u64, u64) {
+/// INNODB_METRICS counters by name (the test's own constant names), in that order.
+/// Panics naming the one that is missing or not enabled.
+async fn metrics<const N: usize>(db: &MariaDb, names: [&str; N]) -> [u64; N] {
+    let list = names.map(|n| format!("'{n}'")).join(", ");
     let rows = db
-        .query_rows(
-            "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS \
-             WHERE NAME IN ('buffer_flush_pct_for_lsn', 'buffer_flush_pct_for_dirty')",
-        )
+        .query_rows(&format!(
+            "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS WHERE NAME IN ({list})"
+        ))
         .await;
-    let metric = |name: &str| {
+    names.map(|name| {
         rows.iter()
             .find(|r| r.first().cloned().flatten().as_deref() == Some(name))
             .and_then(|r| r.get(1).cloned().flatten())
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("INNODB_METRICS {name} missing: {rows:?}"))
-    };
-    let (lsn_pct, dirty_pct) = (
-        metric("buffer_flush_pct_for_lsn"),
-        metric("buffer_flush_pct_for_dirty"),
-    );
+    })
+}
+
+/// One reading: checkpoint age, max age, and the page cleaner's last published
+/// pct_for_lsn and total ratio (× 100).
+async fn reading(db: &MariaDb) -> (u64, u64, u64, u64) {
+    let [lsn_pct, dirty_pct] = metrics(
+        db,
+        ["buffer_flush_pct_for_lsn", "buffer_flush_pct_for_dirty"],
+    )
+    .await;
     let age = db.status_u64("Innodb_checkpoint_age").await;
     let max_age = db.status_u64("Innodb_checkpoint_max_age").await;
     (age, max_age, lsn_pct, dirty_pct)
@@ -205,26 +211,21 @@ async fn the_redo_term_is_io_capacity_max_times_f_to_the_1_5_over_750() {
 /// adaptive (flush-list) path and by the background (flush-ahead, idle) path, and the
 /// checkpoint age with the async point.
 async fn flush_split(db: &MariaDb) -> [u64; 6] {
-    let rows = db
-        .query_rows(
-            "SELECT NAME, COUNT FROM information_schema.INNODB_METRICS WHERE NAME IN \
-             ('buffer_flush_adaptive_total_pages', 'buffer_flush_background_total_pages')",
-        )
-        .await;
-    let metric = |name: &str| {
-        rows.iter()
-            .find(|r| r.first().cloned().flatten().as_deref() == Some(name))
-            .and_then(|r| r.get(1).cloned().flatten())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("INNODB_METRICS {name} missing: {rows:?}"))
-    };
+    let [adaptive, background] = metrics(
+        db,
+        [
+            "buffer_flush_adaptive_total_pages",
+            "buffer_flush_background_total_pages",
+        ],
+    )
+    .await;
     let max_age = db.status_u64("Innodb_checkpoint_max_age").await;
     [
         db.status_u64("Innodb_buffer_pool_pages_flushed").await,
         // The counter the flush policy's eviction rule reads (MariaDB ≥ 10.5).
         db.status_u64("Innodb_buffer_pool_pages_LRU_flushed").await,
-        metric("buffer_flush_adaptive_total_pages"),
-        metric("buffer_flush_background_total_pages"),
+        adaptive,
+        background,
         db.status_u64("Innodb_checkpoint_age").await,
         max_age - max_age / 8,
     ]
