@@ -1,6 +1,10 @@
 //! The command line. Kept in the library so completions and the man page can be
 //! generated from the same definition.
 
+// The doc comments here are `--help` text (clap reads them), where `[client]` and
+// `USER[:PASSWORD]` are option-file sections and DSN syntax, not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -63,7 +63,7 @@
 //!   real-server g_checkpoint_stall, run of 2026-11-24, second set: the probe and a
 //!   need estimate of 120 000 pages/s raised it to 16 000 while the device wrote about
 //!   330 pages/s; 85 s at 0 TPS against the defaults' 69). Once the limit is known it
-//!   is also lowered there, to a batch of about [`BATCH_HOLD_S`] of the device (never
+//!   is also lowered there, to a batch of about `BATCH_HOLD_S` of the device (never
 //!   below io_capacity): users at the maximum checkpoint age are let through by the
 //!   checkpoint MariaDB writes after each batch (`buf_flush_sync_for_checkpoint()`),
 //!   so a smaller batch moves it more often.

@@ -74,7 +74,7 @@ pub struct TrxInfo {
 }
 
 /// One observation. Counters are cumulative since server start; rates are derived in
-/// [`SignalWindow`].
+/// [`SignalWindow`](crate::signals::SignalWindow).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Monotonic time of the sample in milliseconds (live: since innopilot started;

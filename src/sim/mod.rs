@@ -9,8 +9,9 @@
 //!   restarts), each tied to the seed article whose finding it reproduces.
 //! - [`peers`]: what to compare: the servers' built-in behaviours as static settings,
 //!   and controller-driven peers (innopilot itself, MariaDB 10.6.5 adaptive purge).
-//! - [`compare`]: runs one scenario with one peer ([`compare::run`]), summarises it,
-//!   writes CSV/JSON/SVG, and runs the whole matrix ([`compare::compare`]).
+//! - [`compare`](mod@compare): runs one scenario with one peer ([`compare::run`]),
+//!   summarises it, writes CSV/JSON/SVG, and runs the whole matrix
+//!   ([`compare::compare`](fn@compare::compare)).
 //! - [`plot`]: SVG plots of a run (plotters, SVG backend only; never used by the daemon).
 //!
 //! Everything here is a pure function of (scenario, peer, seed): no wall clock, no hash

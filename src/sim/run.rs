@@ -1,5 +1,5 @@
 //! What one simulated run produced: its time series and its controller's decisions.
-//! The runner ([`super::compare`]) makes a [`SimRun`]; the table, CSV and plots read it.
+//! The runner ([`super::compare`](mod@super::compare)) makes a [`SimRun`]; the table, CSV and plots read it.
 
 use serde::Serialize;
 
