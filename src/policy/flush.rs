@@ -64,8 +64,8 @@
 //!   second set: the probe and a need estimate of 120 000 pages/s raised it to 16 000
 //!   while the device wrote about 330 pages/s; 85 s at 0 TPS against the defaults'
 //!   69). While users are held there (the DML rate collapsed at the maximum age,
-//!   `HELD_FILL`) it is also lowered, to a batch of about `BATCH_HOLD_S` of the
-//!   device (never below io_capacity): they are let through by the checkpoint MariaDB
+//!   [`Signals::users_held`]) it is also lowered, to a batch of about `BATCH_HOLD_S`
+//!   of the device (never below io_capacity): they are let through by the checkpoint MariaDB
 //!   writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller batch
 //!   moves it more often. With users at their rate it holds: a smaller batch there
 //!   only slows every writer (the real-server f_cold_view).
@@ -117,6 +117,7 @@
 //! killed with SIGKILL. Without a device rate and a dirty-page count, nothing grows.
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
+//! [`Signals::users_held`]: crate::signals::Signals::users_held
 
 use std::time::Duration;
 
@@ -130,24 +131,6 @@ use crate::signals::Signals;
 /// io_capacity_max is released only this long after the last pressure: a fill that
 /// falls because a peak was met is not idleness.
 const LOWER_AFTER_MS: u64 = 60_000;
-
-/// Users are held at the maximum checkpoint age when the fill is at least this share of
-/// the sync point and the DML rate has collapsed under [`HELD_SHARE`] of its reference.
-/// MariaDB's `log_free_check()` → `log_checkpoint_margin()` (log0log.cc) makes every
-/// writer wait for the checkpoint once the age passes `max_checkpoint_age`: the rate
-/// collapses there (the real-server g_checkpoint_stall: 2 300 → 0–30 transactions/s at
-/// a 100 % fill). A fill at the maximum with users at their rate is not that (the
-/// real-server f_cold_view: 90–100 % for most of a minute at 21 000 transactions/s).
-const HELD_FILL: f64 = 0.97;
-
-/// See [`HELD_FILL`]: the share of the reference DML rate under which users are held.
-/// Lower than f_cold_view's dips while purge surges through cold undo at 87–90 % fill
-/// (4 900 of 21 000, 0.23), which are read contention, not a checkpoint wait.
-const HELD_SHARE: f64 = 0.2;
-
-/// Weight of each tick in the reference DML rate (a slow average of the ticks when
-/// users were not held: about 20 s).
-const DML_REF_WEIGHT: f64 = 0.05;
 
 /// The device's limit is learned over this many milliseconds of consecutive ticks with
 /// users held: the mean flushed against the mean asked. One second is not evidence:
@@ -369,9 +352,8 @@ struct State {
     woken: bool,
     /// Last time the checkpoint age was at or past the async point (ms).
     past_async_at_ms: Option<u64>,
-    /// Reference DML rate, rows/s: a slow average over ticks when users were not held.
-    dml_ref: Option<f64>,
-    /// Last time users were held at the maximum checkpoint age ([`HELD_FILL`]), ms.
+    /// Last time users were held at the maximum checkpoint age
+    /// ([`Signals::users_held`]), ms.
     held_at_ms: Option<u64>,
     /// Consecutive ticks past the async point with users held within the last minute:
     /// (ms, pages flushed/s, pages asked).
@@ -416,7 +398,7 @@ impl Flush {
 
     /// Learns from this tick's flush rate. Returns whether the device is the limit
     /// now: for [`LIMIT_WINDOW_MS`] the age past the async point with users held at the
-    /// maximum checkpoint age ([`Self::users_held`]) within the last minute, and the
+    /// maximum checkpoint age ([`Signals::users_held`]) within the last minute, and the
     /// page cleaner asked ([`page_cleaner_pages`] with the knobs in effect, known only
     /// past the async point) at least 1.5 × what was flushed over that window. Past the async point the request is a batch ceiling:
     /// the page cleaner flushes only the pages older than its target LSN, so flushing
@@ -424,14 +406,13 @@ impl Flush {
     /// advance (the real-server f_cold_view asked 2 000 a second and flushed about 620
     /// on a device with no write limit). With users held it cannot: every page flushed
     /// is needed, and what the device writes is its limit.
-    fn learn(&mut self, s: &Signals, asked: Option<f64>, fill: f64, trend: f64) -> bool {
+    fn learn(&mut self, s: &Signals, asked: Option<f64>, trend: f64) -> bool {
         let dt = self
             .state
             .t_prev
             .map_or(1.0, |t| s.t_ms.saturating_sub(t) as f64 / 1000.0);
         self.state.t_prev = Some(s.t_ms);
-        let held = self.users_held(s, fill);
-        if held {
+        if s.users_held == Some(true) {
             self.state.held_at_ms = Some(s.t_ms);
         }
         let Some(flushed) = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0) else {
@@ -489,24 +470,6 @@ impl Flush {
             }
         }
         limited
-    }
-
-    /// Whether users are held at the maximum checkpoint age now: the fill at
-    /// [`HELD_FILL`] of the sync point and the DML rate under [`HELD_SHARE`] of its
-    /// reference, which follows the ticks when they are not. Unknown DML: not held.
-    fn users_held(&mut self, s: &Signals, fill: f64) -> bool {
-        let Some(dml) = s.dml_rate.filter(|r| r.is_finite() && *r >= 0.0) else {
-            return false;
-        };
-        let held = fill >= HELD_FILL && self.state.dml_ref.is_some_and(|r| dml < HELD_SHARE * r);
-        if !held {
-            self.state.dml_ref = Some(
-                self.state
-                    .dml_ref
-                    .map_or(dml, |r| r + DML_REF_WEIGHT * (dml - r)),
-            );
-        }
-        held
     }
 
     /// Whether flushing must meet the need now: the fill at the target, or the
@@ -1093,7 +1056,7 @@ impl Policy for Flush {
             )),
             _ => None,
         };
-        self.state.limited = self.learn(s, asked, fill, trend);
+        self.state.limited = self.learn(s, asked, trend);
         let pressure = self.pressure(s, fill, proj);
         if pressure.raise {
             self.state.pressure_at_ms = Some(s.t_ms);
@@ -1402,6 +1365,7 @@ mod tests {
             pages_flushed_rate: Some(flushed),
             lsn_rate: Some(4_000_000.0),
             dml_rate: Some(10_000.0),
+            users_held: Some(false),
             history_len: Some(200_000),
             dirty_fraction: Some(0.5),
             window_s: 10.0,
@@ -1424,6 +1388,7 @@ mod tests {
     fn held(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
         Signals {
             dml_rate: Some(10.0),
+            users_held: Some(true),
             ..signals(t_s, fill, trend, flushed)
         }
     }
@@ -1709,6 +1674,7 @@ mod tests {
             let fill = if t % 10 < 7 { 0.99 } else { 0.90 };
             let mut s = signals(t, fill, 0.0, if t % 4 == 0 { 2_000.0 } else { 160.0 });
             if (60..65).contains(&t) {
+                // Purge's reads at 88 %: not a hold (crate::signals decides that).
                 s.redo_fill = Some(0.88);
                 s.dml_rate = Some(2_300.0);
             }
@@ -1851,7 +1817,7 @@ mod tests {
         let mut f = fresh();
         for t in 1..20 {
             let mut s = held(t, 1.0, 0.0, 3_000.0);
-            s.dml_rate = None;
+            s.users_held = None;
             decide(&mut f, &caps, &big, &s);
         }
         assert_eq!(f.device().limit, None, "unknown DML");

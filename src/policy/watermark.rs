@@ -37,12 +37,16 @@
 //! the buckets took threads away at 40 % fill, far from the sync-flush point, and left
 //! 13 % more debt than the defaults. While *purgeable* history ([`estimate`], any read
 //! view counting as a blocker, so it errs toward not yielding) exceeds
-//! `yield_history_undo_logs` (by default the purge-rate budget's default) and the fill
-//! is below high mode, the policy yields: it hands purge threads back to their
-//! baseline (a `Release`, so the purge-rate policy may ask for more) until purgeable
-//! history is under 80 % of the limit. In high mode one thread stays whatever the debt:
-//! that is the sync-flush cliff, where purge's redo stalls every user. 0 = never yield
+//! `yield_history_undo_logs` (by default the purge-rate budget's default), the policy
+//! yields: it hands purge threads back to their baseline (a `Release`, so the
+//! purge-rate policy may ask for more) until purgeable history is under 80 % of the
+//! limit. One thread stays whatever the debt only in high mode with users held at the
+//! maximum checkpoint age ([`Signals::users_held`]): that is the sync-flush cliff,
+//! where purge's redo stalls every user. A fill over the high watermark with users at
+//! their rate is not (the real-server f_cold_view after the release). 0 = never yield
 //! (as published).
+//!
+//! [`Signals::users_held`]: crate::signals::Signals::users_held
 //!
 //! **Only where the server cannot hold the age by itself.** Throttling purge buys the
 //! foreground nothing while the server's own flushing keeps the checkpoint age away
@@ -421,10 +425,17 @@ impl Policy for Watermark {
                 p.value = b;
                 p.intent = Intent::Release;
             }
-            // Debt wins below high mode only: at the sync-flush cliff one thread stays.
-            else if let (true, Some(b), Some(h), false) =
-                (yielding, base, purgeable, level == Level::High)
-            {
+            // Debt wins unless users are held at the sync-flush cliff: there one thread
+            // stays. High mode alone (the fill over the high watermark) is not that: in
+            // the real-server f_cold_view the fill sat at 80–100 % for a minute after
+            // the release with users at their rate, and one thread against the
+            // purge-rate policy's five moved purge 1 → 2 → 1 every 5–10 s (ninth run).
+            else if let (true, Some(b), Some(h), false) = (
+                yielding,
+                base,
+                purgeable,
+                level == Level::High && input.signals.users_held == Some(true),
+            ) {
                 let limit = self.cfg.yield_history_undo_logs;
                 p.reason = format!(
                     "purgeable history {h} is over the limit {limit} \
@@ -739,10 +750,22 @@ mod tests {
 
     /// The purge threads proposal at `pct` fill, `history` undo logs, time `t_s`.
     fn proposal_at(w: &mut Watermark, pct: f64, history: u64, t_s: u64) -> Proposal {
+        proposal_held(w, pct, history, t_s, None)
+    }
+
+    /// [`proposal_at`] with users held at the maximum checkpoint age or not.
+    fn proposal_held(
+        w: &mut Watermark,
+        pct: f64,
+        history: u64,
+        t_s: u64,
+        held: Option<bool>,
+    ) -> Proposal {
         let s = Signals {
             t_ms: t_s * 1000,
             redo_fill: Some(pct / 100.0),
             history_len: Some(history),
+            users_held: held,
             ..Signals::default()
         };
         let base = baseline(4, 127);
@@ -758,8 +781,8 @@ mod tests {
     /// Sustained redo pressure must not pin purge at few threads forever (MDEV-32050):
     /// over `yield_history_undo_logs` of purgeable history the threads go back to the
     /// baseline, as a Release so the purge-rate policy may ask for more, until history
-    /// is under 80 % of the limit; in high mode one thread stays; 0 keeps the published
-    /// behaviour.
+    /// is under 80 % of the limit; in high mode with users held one thread stays; 0
+    /// keeps the published behaviour.
     #[test]
     fn purge_debt_over_its_limit_hands_threads_back() {
         let mut w = Watermark::new(WatermarkConfig {
@@ -784,9 +807,16 @@ mod tests {
         // Hysteresis: still yielding at 1.7 M, back to the buckets under 1.6 M.
         assert_eq!(threads_at(&mut w, 60.0, 1_700_000).value, 4);
         assert_eq!(threads_at(&mut w, 60.0, 1_590_000).value, 2);
-        // High mode keeps one thread whatever the debt: the sync-flush cliff.
-        let p = threads_at(&mut w, 90.0, 5_000_000);
+        // High mode with users held keeps one thread whatever the debt: the
+        // sync-flush cliff.
+        let p = proposal_held(&mut w, 99.0, 5_000_000, 0, Some(true));
         assert_eq!((p.value, p.intent), (1, Intent::Act), "{}", p.reason);
+        // High mode with users at their rate (f_cold_view after the release), or not
+        // known to be held: the debt wins.
+        for held in [Some(false), None] {
+            let p = proposal_held(&mut w, 99.0, 5_000_000, 0, held);
+            assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        }
         let mut w = Watermark::new(WatermarkConfig {
             yield_history_undo_logs: 0,
             ..published_engage()

@@ -61,7 +61,32 @@ pub struct Signals {
     /// least this fast then, so it is a rough lower bound on what purge can do.
     #[serde(default)]
     pub history_drain_rate: Option<f64>,
+    /// Users are held at the maximum checkpoint age: the redo fill at [`HELD_FILL`] of
+    /// the sync point and the DML rate under [`HELD_SHARE`] of its reference (a slow
+    /// average of the ticks when they were not held). `None` when the fill or the DML
+    /// rate is unknown, or before a reference exists.
+    #[serde(default)]
+    pub users_held: Option<bool>,
 }
+
+/// Users are held at the maximum checkpoint age when the redo fill is at least this
+/// share of the sync point and the DML rate has collapsed under [`HELD_SHARE`] of its
+/// reference. MariaDB's `log_free_check()` → `log_checkpoint_margin()` (log0log.cc)
+/// makes every writer wait for the checkpoint once the age passes
+/// `max_checkpoint_age`: the rate collapses there (the real-server g_checkpoint_stall:
+/// 2 300 → 0–30 transactions/s at a 100 % fill). A fill at the maximum with users at
+/// their rate is not that (the real-server f_cold_view: 90–100 % for most of a minute
+/// at 21 000 transactions/s).
+pub const HELD_FILL: f64 = 0.97;
+
+/// See [`HELD_FILL`]: the share of the reference DML rate under which users are held.
+/// Lower than f_cold_view's dips while purge surges through cold undo at 77–91 % fill
+/// (4 900 of 21 000, 0.23), which are read contention, not a checkpoint wait.
+pub const HELD_SHARE: f64 = 0.2;
+
+/// Weight of each tick in the reference DML rate (a slow average of the ticks when
+/// users were not held: about 20 s).
+pub const DML_REF_WEIGHT: f64 = 0.05;
 
 /// How far back [`SignalWindow`] remembers history length (one point per second at
 /// most), to know what history was when a long read view began.
@@ -98,6 +123,8 @@ pub struct SignalWindow {
     history_log: VecDeque<(u64, u64)>,
     /// Decaying peak of −history_rate: (undo logs/s, when).
     drain: Option<(f64, u64)>,
+    /// Reference DML rate for [`Signals::users_held`], rows/s.
+    dml_ref: Option<f64>,
 }
 
 fn counter_went_back(prev: &Sample, cur: &Sample) -> bool {
@@ -178,6 +205,7 @@ impl SignalWindow {
             samples: VecDeque::new(),
             history_log: VecDeque::new(),
             drain: None,
+            dml_ref: None,
         }
     }
 
@@ -186,6 +214,7 @@ impl SignalWindow {
         self.samples.clear();
         self.history_log.clear();
         self.drain = None;
+        self.dml_ref = None;
     }
 
     pub fn len(&self) -> usize {
@@ -205,6 +234,7 @@ impl SignalWindow {
                 self.samples.clear();
                 self.history_log.clear();
                 self.drain = None;
+                self.dml_ref = None;
                 reset = true;
             }
         }
@@ -240,7 +270,23 @@ impl SignalWindow {
         let mut sig = self.derive(reset);
         sig.view_history = self.view_history(&sig.sample);
         sig.history_drain_rate = self.update_drain(&sig);
+        sig.users_held = self.users_held(&sig);
         sig
+    }
+
+    /// [`Signals::users_held`]; the reference follows the ticks that are not held.
+    fn users_held(&mut self, sig: &Signals) -> Option<bool> {
+        let dml = sig.dml_rate.filter(|r| r.is_finite() && *r >= 0.0)?;
+        let fill = sig.redo_fill.filter(|f| f.is_finite())?;
+        let held = match self.dml_ref {
+            Some(r) => fill >= HELD_FILL && dml < HELD_SHARE * r,
+            None => false,
+        };
+        let known = self.dml_ref.is_some();
+        if !held {
+            self.dml_ref = Some(self.dml_ref.map_or(dml, |r| r + DML_REF_WEIGHT * (dml - r)));
+        }
+        known.then_some(held)
     }
 
     /// What history did since the oldest transaction's read view began.
@@ -408,6 +454,55 @@ mod tests {
             rows_deleted: Some(0),
             ..Sample::default()
         }
+    }
+
+    /// The g_checkpoint_stall shape: users at 2 000 rows/s, then the fill at the sync
+    /// point with the rate collapsed (held); the f_cold_view shape: the fill at the
+    /// sync point with users at their rate, and a dip at 88 % (neither held).
+    #[test]
+    fn users_held_at_the_maximum_checkpoint_age() {
+        let sync = 80u64 << 20;
+        let at = |t: u64, rows: u64, fill: f64| Sample {
+            redo: crate::server::sample::RedoSample {
+                checkpoint_age: Some((fill * sync as f64) as u64),
+                sync_point: Some(sync),
+                ..Default::default()
+            },
+            ..sample_at(t, 100 + t, 0, rows)
+        };
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        let mut rows = 0;
+        assert_eq!(w.push(at(0, rows, 0.5)).users_held, None, "no rate yet");
+        rows += 2_000;
+        assert_eq!(
+            w.push(at(1, rows, 0.5)).users_held,
+            None,
+            "no reference yet"
+        );
+        for t in 2..=30 {
+            rows += 2_000;
+            let fill = if t > 20 { 1.0 } else { 0.5 };
+            assert_eq!(w.push(at(t, rows, fill)).users_held, Some(false), "t={t}");
+        }
+        // The fill at the maximum and 20 rows/s: held, and it stays held (the
+        // reference does not follow the held ticks down).
+        for t in 31..=60 {
+            rows += 20;
+            assert_eq!(w.push(at(t, rows, 1.0)).users_held, Some(true), "t={t}");
+        }
+        // Users back at their rate: not held.
+        rows += 2_000;
+        assert_eq!(w.push(at(61, rows, 1.0)).users_held, Some(false));
+        // A collapse below the maximum (purge's reads at 88 %): not held.
+        rows += 20;
+        assert_eq!(w.push(at(62, rows, 0.88)).users_held, Some(false));
+        // Unknown fill: unknown.
+        rows += 20;
+        let mut s = at(63, rows, 1.0);
+        s.redo = Default::default();
+        assert_eq!(w.push(s).users_held, None);
+        // A restart forgets the reference.
+        assert_eq!(w.push(at(64, 0, 1.0)).users_held, None);
     }
 
     #[test]
