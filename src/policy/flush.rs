@@ -396,6 +396,14 @@ impl Flush {
         }
     }
 
+    /// Users were held at the maximum checkpoint age within the last minute (the batch
+    /// regime's own memory: the age dips under the async point after each checkpoint).
+    fn held_recently(&self, t_ms: u64) -> bool {
+        self.state
+            .held_at_ms
+            .is_some_and(|t| t_ms.saturating_sub(t) < LOWER_AFTER_MS)
+    }
+
     /// Learns from this tick's flush rate. Returns whether the device is the limit
     /// now: for [`LIMIT_WINDOW_MS`] the age past the async point with users held at the
     /// maximum checkpoint age ([`Signals::users_held`]) within the last minute, and the
@@ -415,6 +423,7 @@ impl Flush {
         if s.users_held == Some(true) {
             self.state.held_at_ms = Some(s.t_ms);
         }
+        let recent = self.held_recently(s.t_ms);
         let Some(flushed) = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0) else {
             self.state.held_window.clear();
             return false;
@@ -422,10 +431,6 @@ impl Flush {
         let dev = &mut self.state.device;
         let decayed = dev.best.map(|b| b * 0.5f64.powf(dt / BEST_HALF_LIFE_S));
         dev.best = Some(decayed.map_or(flushed, |b| b.max(flushed))).filter(|b| *b > 0.0);
-        let recent = self
-            .state
-            .held_at_ms
-            .is_some_and(|t| s.t_ms.saturating_sub(t) < LOWER_AFTER_MS);
         let w = &mut self.state.held_window;
         match (recent, asked) {
             (true, Some(a)) => {
@@ -646,10 +651,7 @@ impl Flush {
         let idle = self.cfg.idle_fill_pct / 100.0;
         let ceiling = self.ceiling(base_cap, base_max);
         let floor = base_cap.max(100);
-        let held = self
-            .state
-            .held_at_ms
-            .is_some_and(|t| s.t_ms.saturating_sub(t) < LOWER_AFTER_MS);
+        let held = self.held_recently(s.t_ms);
         let situation = format!(
             "redo fill {} (trend {}/s, projected {} in {})",
             pct(fill),
