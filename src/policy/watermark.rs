@@ -48,6 +48,16 @@
 //!
 //! [`Signals::users_held`]: crate::signals::Signals::users_held
 //!
+//! **Not while a read view blocks purge.** Purge threads that have nothing to purge
+//! write no redo, so throttling them buys users nothing, and following the fill's
+//! swings only moves threads that stand still (the tenth real-server run's
+//! f_cold_view: 18–23 moves between 1 and 2 threads during the view). While a view at
+//! least 10 s old holds back as much history as purge can still remove
+//! ([`PurgeEstimate::is_blocked`]), the level holds where it was; it follows the fill
+//! again once purge has work.
+//!
+//! [`PurgeEstimate::is_blocked`]: crate::signals::purge::PurgeEstimate::is_blocked
+//!
 //! **Only where the server cannot hold the age by itself.** Throttling purge buys the
 //! foreground nothing while the server's own flushing keeps the checkpoint age away
 //! from the sync-flush point: MariaDB flushes ahead from the async point (7/8 of the
@@ -75,6 +85,13 @@ use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal};
 use crate::config::check::{hard_range, ConfigError, Section};
 use crate::server::{Capabilities, Knob, KnobValues};
 use crate::signals::purge::estimate;
+
+/// A read view this old (or older) that holds back at least as much history as purge
+/// can still remove blocks purge ([`PurgeEstimate::is_blocked`]); younger ones are the
+/// ordinary transactions of the load. The purge-rate policy's default `min_view_age`.
+///
+/// [`PurgeEstimate::is_blocked`]: crate::signals::purge::PurgeEstimate::is_blocked
+const BLOCKED_VIEW_AGE: Duration = Duration::from_secs(10);
 
 /// Where the fill sits, from least to most throttled. The derived order is the
 /// throttling order: `Below < Bucket(1) < … < Bucket(N) < High`.
@@ -383,7 +400,16 @@ impl Policy for Watermark {
         let t = input.signals.t_ms;
         let prev = self.state.filter(|s| s.n == n);
         let current = prev.map(|s| s.level);
-        let mut level = bands.next_level(current, pct, self.cfg.hysteresis_pct);
+        // A read view that blocks purge leaves its threads nothing to purge and no redo
+        // to write: the level the fill points to buys users nothing, and following the
+        // fill's swings only moves threads that stand still. The tenth real-server
+        // run's f: 18–23 moves 1 ↔ 2 a run during the view. The level holds until
+        // purge has work again.
+        let blocked = estimate(input.signals, BLOCKED_VIEW_AGE).filter(|e| e.is_blocked());
+        let mut level = match (current, &blocked) {
+            (Some(c), Some(_)) => c,
+            _ => bands.next_level(current, pct, self.cfg.hysteresis_pct),
+        };
         // A fill that swings tens of points within seconds (the real-server benchmark's
         // purge-bound scenario: 2–87 %) moved threads 17 times a run with hysteresis
         // alone. A bucket is therefore held for `level_dwell`. High mode, the
@@ -411,6 +437,16 @@ impl Policy for Watermark {
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
             let mut p = self.purge_threads(&bands, level, pct, base);
+            if let (Some(e), Some(c)) = (&blocked, current) {
+                p.reason = format!(
+                    "a read view blocks purge ({} undo logs blocked, about {} purgeable):                      its threads write no redo, so the level holds {} whatever the fill                      ({pct:.1} %): {} {}",
+                    e.blocked,
+                    e.purgeable,
+                    bands.describe(c),
+                    p.value,
+                    threads_word(p.value)
+                );
+            }
             if let (false, Some(b)) = (engaged, base) {
                 p.reason = format!(
                     "redo fill {pct:.1} % has not reached {} % of the sync-flush point in the \
@@ -622,6 +658,7 @@ mod tests {
     use super::*;
     use crate::policy::testkit::find;
     use crate::server::flavor::ReplicaSource;
+    use crate::server::sample::{Sample, TrxInfo};
     use crate::signals::Signals;
     use proptest::prelude::*;
 
@@ -776,6 +813,60 @@ mod tests {
             baseline: &base,
         };
         find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
+    }
+
+    /// A read view blocks purge (f_cold_view): the fill swings between the buckets
+    /// and high mode, and the threads stay where they were; once the view ends the
+    /// level follows the fill again.
+    #[test]
+    fn a_blocked_purge_holds_the_level() {
+        let mut w = Watermark::new(WatermarkConfig {
+            level_dwell: Duration::ZERO,
+            ..published_engage()
+        });
+        let at = |w: &mut Watermark, t: u64, pct: f64, view: Option<u64>| {
+            let s = Signals {
+                t_ms: t * 1000,
+                redo_fill: Some(pct / 100.0),
+                history_len: Some(250_000),
+                // 1 000 undo logs/s since the view began: all of it blocked.
+                history_rate: Some(1_000.0),
+                sample: Sample {
+                    oldest_trx: view.map(|age_s| TrxInfo {
+                        trx_id: "42".into(),
+                        age_s,
+                        holds_read_view: true,
+                        ..TrxInfo::default()
+                    }),
+                    ..Sample::default()
+                },
+                ..Signals::default()
+            };
+            let base = baseline(4, 127);
+            let input = PolicyInput {
+                signals: &s,
+                caps: &mariadb(),
+                current: &base,
+                baseline: &base,
+            };
+            find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
+        };
+        assert_eq!(at(&mut w, 0, 90.0, None).value, 1);
+        for (t, pct) in [(1, 43.0), (2, 87.0), (3, 55.0), (4, 94.7), (5, 25.0)] {
+            let p = at(&mut w, t, pct, Some(300 + t));
+            assert_eq!(p.value, 1, "t={t}: {}", p.reason);
+            assert!(
+                p.reason
+                    .starts_with("a read view blocks purge (250000 undo logs blocked"),
+                "{}",
+                p.reason
+            );
+        }
+        // A young view is the load's own transaction, not a blocker.
+        assert_eq!(at(&mut w, 6, 43.0, Some(3)).value, 3);
+        // The view ends: the fill rules again.
+        assert_eq!(at(&mut w, 7, 90.0, None).value, 1);
+        assert_eq!(at(&mut w, 8, 43.0, None).value, 3);
     }
 
     /// Sustained redo pressure must not pin purge at few threads forever (MDEV-32050):
