@@ -591,10 +591,18 @@ impl Flush {
     /// What [`Self::past_async_value`] does, in words.
     fn past_async_text(&self, held: bool) -> String {
         if held {
+            let dev = &self.state.device;
+            let rate = match (dev.limit, dev.best) {
+                (Some(l), _) => format!(" (its limit, about {l:.0} pages/s)"),
+                (None, Some(b)) => {
+                    format!(" (the best it has shown, {b:.0} pages/s, until its limit is measured)")
+                }
+                (None, None) => String::new(),
+            };
             format!(
                 "users waited at the maximum checkpoint age within the last minute, and \
                  each batch holds them until its checkpoint: a batch of at most {BATCH_HOLD_S} \
-                 s of the device"
+                 s of the device{rate}"
             )
         } else {
             "users are not held at the maximum checkpoint age, so a smaller batch would only \
@@ -1703,10 +1711,26 @@ mod tests {
             let ps = decide(&mut f, &caps, &cur, &held(t, 1.0, 0.001, 800.0));
             let m = find(&ps, Knob::IoCapacityMax).unwrap();
             assert!(m.value <= 2000, "never raised past the async point");
+            if t == 2 {
+                assert!(
+                    m.reason
+                        .contains("(the best it has shown, 1998 pages/s, until its limit"),
+                    "{}",
+                    m.reason
+                );
+            }
             cur.insert(Knob::IoCapacityMax, m.value);
             seen.push(m.value);
         }
         assert_eq!(seen[0], 499, "{seen:?}");
+        let ps = decide(&mut f, &caps, &cur, &held(12, 1.0, 0.001, 800.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert!(
+            m.reason
+                .contains("0.25 s of the device (its limit, about 800 pages/s)"),
+            "{}",
+            m.reason
+        );
         assert_eq!(f.device().limit, Some(800.0));
         assert_eq!(*seen.last().unwrap(), 200, "{seen:?}");
         assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
