@@ -51,7 +51,7 @@
 //! **Not while a read view blocks purge.** Purge threads that have nothing to purge
 //! write no redo, so throttling them buys users nothing, and following the fill's
 //! swings only moves threads that stand still (the tenth real-server run's
-//! f_cold_view: 18–23 moves between 1 and 2 threads during the view). While a view at
+//! f_cold_view: 14–21 moves between 1 and 2 threads during the view). While a view at
 //! least 10 s old holds back as much history as purge can still remove
 //! ([`PurgeEstimate::is_blocked`]), the level holds where it was; it follows the fill
 //! again once purge has work.
@@ -403,7 +403,7 @@ impl Policy for Watermark {
         // A read view that blocks purge leaves its threads nothing to purge and no redo
         // to write: the level the fill points to buys users nothing, and following the
         // fill's swings only moves threads that stand still. The tenth real-server
-        // run's f: 18–23 moves 1 ↔ 2 a run during the view. The level holds until
+        // run's f: 14–21 moves 1 ↔ 2 a run during the view. The level holds until
         // purge has work again.
         let blocked = estimate(input.signals, BLOCKED_VIEW_AGE).filter(|e| e.is_blocked());
         let mut level = match (current, &blocked) {
@@ -439,7 +439,9 @@ impl Policy for Watermark {
             let mut p = self.purge_threads(&bands, level, pct, base);
             if let (Some(e), Some(c)) = (&blocked, current) {
                 p.reason = format!(
-                    "a read view blocks purge ({} undo logs blocked, about {} purgeable):                      its threads write no redo, so the level holds {} whatever the fill                      ({pct:.1} %): {} {}",
+                    "a read view blocks purge ({} undo logs blocked, about {} purgeable): its \
+                     threads write no redo, so the level holds {} whatever the fill \
+                     ({pct:.1} %): {} {}",
                     e.blocked,
                     e.purgeable,
                     bands.describe(c),
@@ -852,6 +854,12 @@ mod tests {
             find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
         };
         assert_eq!(at(&mut w, 0, 90.0, None).value, 1);
+        assert_eq!(
+            at(&mut w, 1, 43.0, Some(301)).reason,
+            "a read view blocks purge (250000 undo logs blocked, about 0 purgeable): its \
+             threads write no redo, so the level holds at or above the high watermark 80 % \
+             whatever the fill (43.0 %): 1 purge thread"
+        );
         for (t, pct) in [(1, 43.0), (2, 87.0), (3, 55.0), (4, 94.7), (5, 25.0)] {
             let p = at(&mut w, t, pct, Some(300 + t));
             assert_eq!(p.value, 1, "t={t}: {}", p.reason);
