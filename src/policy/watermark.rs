@@ -807,9 +807,14 @@ mod tests {
             users_held: held,
             ..Signals::default()
         };
+        threads_for(w, &s)
+    }
+
+    /// The purge threads proposal for these signals on a MariaDB with 4 threads.
+    fn threads_for(w: &mut Watermark, s: &Signals) -> Proposal {
         let base = baseline(4, 127);
         let input = PolicyInput {
-            signals: &s,
+            signals: s,
             caps: &mariadb(),
             current: &base,
             baseline: &base,
@@ -844,14 +849,7 @@ mod tests {
                 },
                 ..Signals::default()
             };
-            let base = baseline(4, 127);
-            let input = PolicyInput {
-                signals: &s,
-                caps: &mariadb(),
-                current: &base,
-                baseline: &base,
-            };
-            find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
+            threads_for(w, &s)
         };
         assert_eq!(at(&mut w, 0, 90.0, None).value, 1);
         assert_eq!(
