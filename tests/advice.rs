@@ -175,7 +175,27 @@ async fn one_purge_thread_that_falls_behind_has_a_finding() {
     db.exec("SET GLOBAL innodb_purge_threads = 1").await;
     db.exec("SET GLOBAL innodb_purge_batch_size = 1").await;
     let load = db.spawn_update_load(8);
-    let v = diagnose(&db, 12, "1s").await;
+    // On a busy machine the small redo of the test server can fill and hold the
+    // writers at the sync point until purge catches up (one fresh-clone CI run: history
+    // -539 undo logs/s at 92 % of the maximum checkpoint age). Such a round says
+    // nothing about the finding except that it must be absent; the test looks again.
+    let mut v = Value::Null;
+    for round in 1..=3 {
+        v = diagnose(&db, 12, "1s").await;
+        let rate = v["signals"]["history_rate"].as_f64();
+        if rate.is_some_and(|r| r > 0.0) {
+            break;
+        }
+        assert!(
+            finding(&v, "single_purge_thread").is_none(),
+            "a finding while history did not grow ({rate:?}): {v:#}"
+        );
+        assert!(
+            round < 3,
+            "purge kept up with eight writers in three rounds of 12 s: the premise of this \
+             test (one thread with one-page batches falls behind) did not hold: {v:#}"
+        );
+    }
     let f = finding(&v, "single_purge_thread").unwrap_or_else(|| panic!("{:?}: {v:#}", ids(&v)));
     assert_eq!(f["sql"][0], "SET GLOBAL innodb_purge_threads = 4;", "{f:#}");
     let why = f["explanation"].as_str().unwrap();
