@@ -176,6 +176,8 @@ struct State {
     last_add: Option<f64>,
     /// When the purge thread count last changed (ms).
     threads_changed_ms: Option<u64>,
+    /// The last tick at which users waited for free pages (ms).
+    waited_ms: Option<u64>,
     /// Whether redo fill lets purge threads be raised (with hysteresis).
     threads_open: bool,
     /// When the redo gate last changed (ms).
@@ -617,9 +619,19 @@ impl Policy for PurgeRate {
             .state
             .threads_changed_ms
             .is_none_or(|t| s.t_ms.saturating_sub(t) >= settle_ms);
-        let waits = s
-            .free_page_wait_rate
-            .is_some_and(|w| w >= FREE_PAGE_WAITS_PER_S);
+        // Users who waited for free pages at any tick of the last judging window, not
+        // just the latest second: the waits come in bursts between the ticks a thread
+        // is judged on (fifteenth real-server run, e: 637 waits at 68–71 s, none at
+        // 72–74 s, and a seventh thread added at 74 s, then an eighth).
+        if s.free_page_wait_rate
+            .is_some_and(|w| w >= FREE_PAGE_WAITS_PER_S)
+        {
+            self.state.waited_ms = Some(s.t_ms);
+        }
+        let waits = self
+            .state
+            .waited_ms
+            .is_some_and(|t| s.t_ms.saturating_sub(t) < settle_ms);
         if stages.extra_threads == 0 {
             self.state.threads_extra = 0;
         } else if thread_stage && settled {
@@ -1670,6 +1682,28 @@ mod tests {
         // Its window over, users now wait: it goes, and none comes back.
         assert_eq!(at(&mut p, 12, 50.0), 4);
         assert!((13..60).all(|i| at(&mut p, i, 0.0) == 4));
+        // A burst of waits between two judging ticks counts as well: the thread added
+        // at 0 s goes at its judging tick (11 s), though the last second had no waits
+        // and purge ran 12 % faster (which alone would keep it and add another).
+        let at_rate = |p: &mut PurgeRate, i: u64, waits: f64, rate: f64| {
+            let mut s = signals_with(900_000, rate, None);
+            s.t_ms = 100_000 + i * 1000;
+            s.free_page_wait_rate = Some(waits);
+            let ps = decide(p, &caps, &base, &s);
+            find(&ps, Knob::PurgeThreads).unwrap().value
+        };
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
+        assert_eq!(at_rate(&mut p, 0, 0.0, 2_000.0), 5);
+        for i in 1..11 {
+            let w = if (4..7).contains(&i) { 200.0 } else { 0.0 };
+            assert_eq!(at_rate(&mut p, i, w, 2_000.0), 5, "tick {i}");
+        }
+        assert_eq!(
+            at_rate(&mut p, 11, 0.0, 1_000.0),
+            4,
+            "a thread kept after a burst of waits"
+        );
+        assert!((12..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 4));
     }
 
     #[test]
