@@ -1664,13 +1664,16 @@ mod tests {
     fn no_purge_thread_while_users_wait_for_free_pages() {
         let caps = testkit::mariadb();
         let base = baseline(4);
-        let at = |p: &mut PurgeRate, i: u64, waits: f64| {
-            let mut s = signals_with(900_000, 2_000.0, None);
+        // Purge threads proposed at tick i, with this many free-page waits a second
+        // and this history rate.
+        let at_rate = |p: &mut PurgeRate, i: u64, waits: f64, rate: f64| {
+            let mut s = signals_with(900_000, rate, None);
             s.t_ms = 100_000 + i * 1000;
             s.free_page_wait_rate = Some(waits);
             let ps = decide(p, &caps, &base, &s);
             find(&ps, Knob::PurgeThreads).unwrap().value
         };
+        let at = |p: &mut PurgeRate, i: u64, waits: f64| at_rate(p, i, waits, 2_000.0);
         let mut p = PurgeRate::new(PurgeRateConfig::default());
         assert!(
             (0..40).all(|i| at(&mut p, i, 50.0) == 4),
@@ -1685,18 +1688,11 @@ mod tests {
         // A burst of waits between two judging ticks counts as well: the thread added
         // at 0 s goes at its judging tick (11 s), though the last second had no waits
         // and purge ran 12 % faster (which alone would keep it and add another).
-        let at_rate = |p: &mut PurgeRate, i: u64, waits: f64, rate: f64| {
-            let mut s = signals_with(900_000, rate, None);
-            s.t_ms = 100_000 + i * 1000;
-            s.free_page_wait_rate = Some(waits);
-            let ps = decide(p, &caps, &base, &s);
-            find(&ps, Knob::PurgeThreads).unwrap().value
-        };
         let mut p = PurgeRate::new(PurgeRateConfig::default());
-        assert_eq!(at_rate(&mut p, 0, 0.0, 2_000.0), 5);
+        assert_eq!(at(&mut p, 0, 0.0), 5);
         for i in 1..11 {
             let w = if (4..7).contains(&i) { 200.0 } else { 0.0 };
-            assert_eq!(at_rate(&mut p, i, w, 2_000.0), 5, "tick {i}");
+            assert_eq!(at(&mut p, i, w), 5, "tick {i}");
         }
         assert_eq!(
             at_rate(&mut p, 11, 0.0, 1_000.0),
