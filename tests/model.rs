@@ -8,7 +8,8 @@
 //! no row pays anything, whatever the history; nor with the lag above the history (the
 //! purge-rate policy's sliding threshold once purge is on schedule). The test reports
 //! the measured share of the delay a row paid (the switch's duty cycle, sleep overhead
-//! included).
+//! included). A second test checks the counter the purge-rate policy measures the
+//! inflow of undo logs with: `Innodb_max_trx_id`, two ids per read-write transaction.
 
 mod common;
 
@@ -16,6 +17,10 @@ use std::time::{Duration, Instant};
 
 use common::{eventually, exec_on, MariaDb};
 use innopilot::policy::server_model::mariadb_dml_delay_us;
+use innopilot::server::dsn::parse_dsn;
+use innopilot::server::mysql::{LiveOptions, LiveServer};
+use innopilot::server::{Sample, Server};
+use innopilot::signals::SignalWindow;
 
 /// Mean time per row of one connection changing single rows (autocommit) for `for_`.
 async fn row_time(db: &MariaDb, for_: Duration) -> Duration {
@@ -130,5 +135,97 @@ async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked(
     assert!(
         after.saturating_sub(base) < Duration::from_micros(DELAY_US / 4),
         "rows still delayed with the lag at 0: {after:?} vs {base:?}"
+    );
+}
+
+/// Statements on one connection: `n` of `sql` with `{id}` replaced by 1 + i % 500.
+async fn run_n(db: &MariaDb, n: u32, sql: &str) {
+    let mut conn = db.connect().await;
+    for i in 0..n {
+        let id = 1 + (i % 500);
+        exec_on(&mut conn, &sql.replace("{id}", &id.to_string()))
+            .await
+            .unwrap();
+    }
+}
+
+/// The purge-rate policy's inflow of undo logs (`Signals::undo_inflow`) rests on
+/// this: MariaDB's `Innodb_max_trx_id` advances by two for each read-write
+/// transaction (its id and its commit number), autocommit or not, and not for a
+/// read-only one, while `Com_commit` counts COMMIT statements only and does not move
+/// under autocommit writes (the benchmark's sysbench loads). Checked through
+/// innopilot's own sampler and signal window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_trx_id_counter_counts_read_write_transactions_and_com_commit_does_not() {
+    const N: u32 = 300;
+    let db = MariaDb::new();
+    db.prepare_table(1_000).await;
+    // No background statistics transaction in the middle of the counts.
+    db.exec("SET GLOBAL innodb_stats_auto_recalc = OFF").await;
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.unwrap();
+    let mut window = SignalWindow::new(Duration::from_secs(60));
+    let sample = async |server: &mut LiveServer| {
+        let s = server.sample().await.unwrap();
+        assert!(
+            s.max_trx_id.is_some(),
+            "Innodb_max_trx_id not sampled: {s:?}"
+        );
+        s
+    };
+    let ids = |s: &Sample| s.max_trx_id.unwrap();
+    let commits = |s: &Sample| s.commits.unwrap();
+
+    let s0 = sample(&mut server).await;
+    window.push(s0.clone());
+    run_n(&db, N, "UPDATE test.t SET k = k + 1 WHERE id = {id}").await;
+    let s1 = sample(&mut server).await;
+    let sig = window.push(s1.clone());
+    assert_eq!(
+        commits(&s1) - commits(&s0),
+        0,
+        "Com_commit moved under autocommit writes"
+    );
+    let d = ids(&s1) - ids(&s0);
+    assert!(
+        (2 * N as u64..=2 * N as u64 + 4).contains(&d),
+        "{N} autocommit updates moved Innodb_max_trx_id by {d}, not 2 each"
+    );
+    let inflow = sig.undo_inflow().unwrap() * sig.window_s;
+    assert!(
+        (inflow - N as f64).abs() <= 2.0 + 0.01 * N as f64,
+        "the signals say {inflow:.1} read-write transactions for {N} (rw_trx_rate {:?}, \
+         commit_rate {:?}, window {} s)",
+        sig.rw_trx_rate,
+        sig.commit_rate,
+        sig.window_s
+    );
+
+    run_n(&db, N, "SELECT k FROM test.t WHERE id = {id}").await;
+    let s2 = sample(&mut server).await;
+    let d = ids(&s2) - ids(&s1);
+    assert!(
+        d <= 2,
+        "{N} autocommit SELECTs moved Innodb_max_trx_id by {d}"
+    );
+
+    let mut conn = db.connect().await;
+    exec_on(&mut conn, "BEGIN").await.unwrap();
+    for id in 1..=50 {
+        exec_on(
+            &mut conn,
+            &format!("UPDATE test.t SET k = k + 1 WHERE id = {id}"),
+        )
+        .await
+        .unwrap();
+    }
+    exec_on(&mut conn, "COMMIT").await.unwrap();
+    let s3 = sample(&mut server).await;
+    assert_eq!(commits(&s3) - commits(&s2), 1, "one COMMIT statement");
+    let d = ids(&s3) - ids(&s2);
+    assert!(
+        (2..=4).contains(&d),
+        "one transaction of 50 updates moved Innodb_max_trx_id by {d}, not 2"
     );
 }

@@ -191,6 +191,12 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
         ),
         row("commit_rate", num(s.commit_rate), "commits/s", "Com_commit"),
         row(
+            "rw_trx_rate",
+            num(s.rw_trx_rate),
+            "trx/s",
+            "read-write transactions (Innodb_max_trx_id / 2)",
+        ),
+        row(
             "threads_running",
             int(x.threads_running),
             "threads",

@@ -58,8 +58,8 @@
 //!
 //! The amplitude D (`innodb_max_purge_lag_delay`) need only be large enough that the
 //! inflow falls below purge's capacity while the switch is on. It starts from the
-//! model: purge removes C = I − y undo logs/s (I the commit rate, y the history
-//! rate), so each row must slow by q = 1 − (C − r)/I, a delay d = t·q/(1 − q) at row
+//! model: purge removes C = I − y undo logs/s (I the read-write transactions
+//! committed, [`Signals::undo_inflow`]; y the history rate), so each row must slow by q = 1 − (C − r)/I, a delay d = t·q/(1 − q) at row
 //! time t = Threads_running / DML rate. After that a slow integral corrects it on the
 //! schedule miss m (history minus the last threshold, in schedule steps, clamped to
 //! ±1): ×e^(0.05·m) per second behind, ×e^(0.02·m) ahead ([`AMP_UP_PER_S`]). That absorbs what the model leaves out: the live
@@ -139,14 +139,10 @@ pub const MIN_THREAD_GAIN: f64 = 0.05;
 /// cannot be held at `max_dml_slowdown_pct`: the trade is the operator's to make.
 pub const CAPPED_NOTE_MS: u64 = 60_000;
 
-/// What purge removes, undo logs/s: the inflow (one undo log per committed write
-/// transaction: the commit rate, else the DML rate) less the history rate.
+/// What purge removes, undo logs/s: the inflow (one undo log per read-write
+/// transaction committed, [`Signals::undo_inflow`]) less the history rate.
 fn purge_throughput(s: &Signals, y: f64) -> Option<f64> {
-    let inflow = s
-        .commit_rate
-        .or(s.dml_rate)
-        .filter(|i| i.is_finite() && *i >= 0.0)?;
-    Some((inflow - y).max(0.0))
+    Some((s.undo_inflow()? - y).max(0.0))
 }
 
 /// The delay stage's memory between ticks.
@@ -388,10 +384,7 @@ impl PurgeRate {
             None => match Self::delay_in_effect(input).filter(|(_, d)| *d <= st.max_delay) {
                 Some((_, d)) => d as f64,
                 None => {
-                    let inflow = s
-                        .commit_rate
-                        .or(s.dml_rate)
-                        .filter(|i| i.is_finite() && *i > 0.0);
+                    let inflow = s.undo_inflow().filter(|i| *i > 0.0);
                     let q = match inflow {
                         Some(i) => (1.0 - ((i - y).max(0.0) - drain).max(0.0) / i).clamp(0.01, 0.9),
                         None => self.cfg.max_dml_slowdown_pct / 100.0,
@@ -1022,6 +1015,9 @@ mod tests {
         purge_cap: f64,
         /// Checkpoint age against a sync point of 100: the redo fill, %.
         redo_age: u64,
+        /// Writes without COMMIT statements (sysbench's `oltp_update_*`): `Com_commit`
+        /// stays at 0, and only MariaDB's transaction-id counter sees them.
+        autocommit: bool,
     }
 
     impl Plant {
@@ -1039,6 +1035,7 @@ mod tests {
                 delay: 0,
                 purge_cap: f64::INFINITY,
                 redo_age: 10,
+                autocommit: false,
             }
         }
 
@@ -1084,7 +1081,8 @@ mod tests {
                 rows_inserted: Some(0),
                 rows_deleted: Some(0),
                 // One row a transaction; the writers plus innopilot's own query.
-                commits: Some(self.rows as u64),
+                commits: Some(if self.autocommit { 0 } else { self.rows as u64 }),
+                max_trx_id: (self.flavor == Flavor::MariaDb).then_some(2 * self.rows as u64),
                 threads_running: Some(self.writers.ceil() as u64 + 1),
                 redo: RedoSample {
                     checkpoint_age: Some(self.redo_age),
@@ -1635,28 +1633,39 @@ mod tests {
 
     /// Purge bound by its device (5 threads' worth): the thread that adds nothing is
     /// taken back, no more are tried, and the delay takes over.
+    /// With COMMIT statements and under autocommit writes alike: until the inflow
+    /// came from MariaDB's transaction-id counter, `Com_commit` (0 under autocommit)
+    /// made purge throughput read 0 while history grew, every thread passed its
+    /// judgement, and threads climbed to the maximum (the real-server benchmark's e).
     #[test]
     fn a_thread_that_does_not_purge_faster_is_taken_back() {
-        let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 5_000.0);
-        plant.purge_cap = 25_000.0;
-        let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
-        run.run(600);
-        let threads: Vec<u64> = run
-            .lp
-            .changes(Knob::PurgeThreads)
-            .iter()
-            .map(|c| c.2)
-            .collect();
-        assert_eq!(threads, vec![5, 6, 5], "{threads:?}");
-        assert!(
-            run.trace.iter().any(|t| t.1 > 0),
-            "no delay after the threads"
-        );
-        let first_delay = run.trace.iter().position(|t| t.1 > 0).unwrap();
-        assert_eq!(
-            run.trace[first_delay].2, 5,
-            "the delay runs with the threads that helped"
-        );
+        for autocommit in [false, true] {
+            let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 5_000.0);
+            plant.purge_cap = 25_000.0;
+            plant.autocommit = autocommit;
+            let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
+            run.run(600);
+            let threads: Vec<u64> = run
+                .lp
+                .changes(Knob::PurgeThreads)
+                .iter()
+                .map(|c| c.2)
+                .collect();
+            assert_eq!(
+                threads,
+                vec![5, 6, 5],
+                "autocommit {autocommit}: {threads:?}"
+            );
+            assert!(
+                run.trace.iter().any(|t| t.1 > 0),
+                "autocommit {autocommit}: no delay after the threads"
+            );
+            let first_delay = run.trace.iter().position(|t| t.1 > 0).unwrap();
+            assert_eq!(
+                run.trace[first_delay].2, 5,
+                "autocommit {autocommit}: the delay runs with the threads that helped"
+            );
+        }
     }
 
     /// Users waiting for free pages: no thread is added, and an added one goes.

@@ -103,6 +103,13 @@ pub struct Sample {
     pub rows_updated: Option<u64>,
     pub rows_deleted: Option<u64>,
     pub commits: Option<u64>,
+    /// MariaDB `Innodb_max_trx_id`: the next transaction id. It advances by two for
+    /// each read-write transaction (its id at the first write, its commit number at
+    /// commit: `trx_sys.get_new_trx_id()` and `trx_sys.assign_new_trx_no()`,
+    /// trx0sys.h), not at all for a read-only one. Unlike `Com_commit`, which counts
+    /// only COMMIT statements, it sees autocommit writes. MySQL has no such status.
+    #[serde(default)]
+    pub max_trx_id: Option<u64>,
     pub threads_running: Option<u64>,
     pub oldest_trx: Option<TrxInfo>,
     /// Total bytes of undo tablespaces, when visible.
@@ -240,6 +247,7 @@ pub const STATUS_NAMES: &[&str] = &[
     "Handler_update",
     "Handler_delete",
     "Com_commit",
+    "Innodb_max_trx_id",
     "Threads_running",
     "Innodb_undo_truncations",
 ];
@@ -346,6 +354,7 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
         .status("Innodb_rows_deleted", &mut u)
         .or_else(|| rows.status("Handler_delete", &mut u));
     s.commits = rows.status("Com_commit", &mut u);
+    s.max_trx_id = rows.status("Innodb_max_trx_id", &mut u);
     s.threads_running = rows.status("Threads_running", &mut u);
     s.undo_truncations = rows.status("Innodb_undo_truncations", &mut u);
     s.undo_tablespaces = if rows.undo_spaces.is_empty() {

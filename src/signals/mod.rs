@@ -48,7 +48,13 @@ pub struct Signals {
     pub rows_inserted_rate: Option<f64>,
     pub rows_updated_rate: Option<f64>,
     pub rows_deleted_rate: Option<f64>,
+    /// `Com_commit` per second: COMMIT statements only, so 0 under autocommit writes.
     pub commit_rate: Option<f64>,
+    /// Read-write transactions committed per second (latest interval), from MariaDB's
+    /// `Innodb_max_trx_id`, which advances by two for each ([`Sample::max_trx_id`]).
+    /// `None` on MySQL. See [`Signals::undo_inflow`].
+    #[serde(default)]
+    pub rw_trx_rate: Option<f64>,
     pub dirty_fraction: Option<f64>,
     /// History length around the oldest transaction's read view, from the window's
     /// long memory of history ([`HISTORY_MEMORY`]); `None` when the oldest
@@ -67,6 +73,21 @@ pub struct Signals {
     /// rate is unknown, or before a reference exists.
     #[serde(default)]
     pub users_held: Option<bool>,
+}
+
+impl Signals {
+    /// Undo logs entering history per second: one per read-write transaction
+    /// committed. MariaDB's transaction-id counter says exactly that
+    /// ([`Signals::rw_trx_rate`]). Elsewhere `Com_commit` counts only COMMIT
+    /// statements (autocommit writes, such as sysbench's `oltp_update_*`, leave it at
+    /// 0 while history grows), so the commit rate serves only while it is above zero,
+    /// and the DML rate (one row a transaction at least, an upper bound) otherwise.
+    pub fn undo_inflow(&self) -> Option<f64> {
+        let ok = |r: &Option<f64>| r.filter(|x| x.is_finite() && *x >= 0.0);
+        ok(&self.rw_trx_rate)
+            .or_else(|| ok(&self.commit_rate).filter(|c| *c > 0.0))
+            .or_else(|| ok(&self.dml_rate))
+    }
 }
 
 /// Users are held at the maximum checkpoint age when the redo fill is at least this
@@ -370,6 +391,7 @@ impl SignalWindow {
             sig.lru_flushed_rate = rate(prev.pages_lru_flushed, cur.pages_lru_flushed, dt);
             sig.free_page_wait_rate = rate(prev.free_page_waits, cur.free_page_waits, dt);
             sig.commit_rate = rate(prev.commits, cur.commits, dt);
+            sig.rw_trx_rate = rate(prev.max_trx_id, cur.max_trx_id, dt).map(|r| r / 2.0);
             sig.rows_inserted_rate = rate(prev.rows_inserted, cur.rows_inserted, dt);
             sig.rows_updated_rate = rate(prev.rows_updated, cur.rows_updated, dt);
             sig.rows_deleted_rate = rate(prev.rows_deleted, cur.rows_deleted, dt);
@@ -454,6 +476,38 @@ mod tests {
             rows_deleted: Some(0),
             ..Sample::default()
         }
+    }
+
+    /// The inflow of undo logs: MariaDB's transaction-id counter (two ids a read-write
+    /// transaction) first; without it the commit rate while above 0; the DML rate when
+    /// `Com_commit` does not move (autocommit writes).
+    #[test]
+    fn undo_inflow_counts_read_write_transactions() {
+        // 3 000 autocommit single-row updates a second: Com_commit does not move.
+        let at = |t: u64, ids: Option<u64>, commits: u64| Sample {
+            max_trx_id: ids,
+            commits: Some(commits),
+            ..sample_at(t, 100 + t, 0, 3_000 * t)
+        };
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        w.push(at(0, Some(1_000), 7));
+        let sig = w.push(at(2, Some(1_000 + 12_000), 7));
+        assert_eq!(sig.rw_trx_rate, Some(3_000.0));
+        assert_eq!(sig.commit_rate, Some(0.0));
+        assert_eq!(sig.undo_inflow(), Some(3_000.0));
+        // MySQL: no counter; Com_commit at 0 while rows change means autocommit.
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        w.push(at(0, None, 7));
+        let sig = w.push(at(2, None, 7));
+        assert_eq!(sig.rw_trx_rate, None);
+        assert_eq!(sig.undo_inflow(), Some(3_000.0));
+        // Explicit transactions of three rows: the commit rate.
+        let mut w = SignalWindow::new(Duration::from_secs(10));
+        w.push(at(0, None, 7));
+        let sig = w.push(at(2, None, 7 + 2_000));
+        assert_eq!(sig.undo_inflow(), Some(1_000.0));
+        // Nothing known: nothing said.
+        assert_eq!(Signals::default().undo_inflow(), None);
     }
 
     /// The g_checkpoint_stall shape: users at 2 000 rows/s, then the fill at the sync

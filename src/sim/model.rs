@@ -955,6 +955,8 @@ impl Model {
                 st("Handler_write", 0.0);
                 st("Handler_delete", 0.0);
                 st("Innodb_undo_truncations", self.truncations as f64);
+                // Two ids per read-write transaction: its id and its commit number.
+                st("Innodb_max_trx_id", 2.0 * self.commits);
             }
             SimFlavor::MySql80 => {
                 st("Innodb_redo_log_current_lsn", self.lsn);
