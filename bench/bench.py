@@ -1513,6 +1513,19 @@ def main():
             meta.setdefault("failed", {})["side_by_side"] = r.stderr.strip()
         else:
             log(f"simulator side by side: {os.path.join(a.out, 'side_by_side.md')}")
+        # What e's read-bound device allows for a given debt at the end (frontier.md):
+        # needs two arms that purge different shares of their inflow (defaults and
+        # threshold); without them it says so, which is not a harness failure.
+        if any(sc_name == "e_purge_behind" for sc_name, _, _ in plan):
+            fr = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frontier.py")
+            r = subprocess.run([sys.executable, fr, a.out, "--budget", str(THRESHOLD_LAG)],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                with open(os.path.join(a.out, "frontier.md"), "w") as f:
+                    f.write(r.stdout)
+                log(f"read frontier: {os.path.join(a.out, 'frontier.md')}")
+            else:
+                log(f"read frontier not written: {(r.stderr or r.stdout).strip()}")
     if meta.get("failed"):
         log(f"!! failed: {sorted(meta['failed'])}")
         sys.exit(1)  # a broken harness fails CI; missed targets and INVALID scenarios do not
