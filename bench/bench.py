@@ -53,10 +53,14 @@ THRESHOLD_DELAY_US = 10000  # innodb_max_purge_lag_delay = 10 ms
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_redo",
-        "innopilot_noflush", "dryrun"]
+ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
+        "innopilot_redo", "innopilot_noflush", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_redo", "innopilot_noflush", "dryrun"]
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_redo",
+                  "innopilot_noflush", "dryrun"]
+# The arms held to the threshold arm's history (THRESHOLD_LAG), whose targets are also
+# checked at that budget.
+BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s"]
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -68,6 +72,9 @@ ARM_DOC = {
     "innopilot": "innopilot run, all default policies",
     "innopilot_100k": f"innopilot run, all default policies with the purge budget at the threshold arm's lag "
                       f"([policy.purge_rate] budget_undo_logs = [policy.watermark] yield_history_undo_logs = {THRESHOLD_LAG})",
+    "innopilot_100k_90s": f"innopilot_100k told to reach its budget within the run: [policy.purge_rate] "
+                          f"drain_horizon = \"90s\", max_dml_slowdown_pct = 40 (e's read frontier: ending at "
+                          f"the budget costs more than the shipped 20 %)",
     "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "
                          "an ablation, to tell the flush policy's effect from the purge policies'",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
@@ -539,12 +546,19 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         "[audit]", f'path = "{audit}"', "",
         "[http]", "enabled = true", f'listen = "127.0.0.1:{http_port}"', "",
     ]
-    if arm == "innopilot_100k":
+    if arm in BUDGET_ARMS:
         # The shipped policies held to the history the threshold arm holds, so the two
         # compare at the same debt (issue 15: mean TPS against the best static arm that
         # keeps history under the same budget).
         lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}", "",
                   "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
+    if arm == "innopilot_100k_90s":
+        # The shipped 5-minute horizon and 20 % cap end e above the budget (seventeenth
+        # run: 164 k); bench/frontier.py says ending at it costs about 26 % of the
+        # defaults' TPS. Same [policy.purge_rate] table as above: TOML allows one, so
+        # the keys are appended to it.
+        i = lines.index("[policy.purge_rate]")
+        lines[i + 2:i + 2] = ['drain_horizon = "90s"', "max_dml_slowdown_pct = 40.0"]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm == "innopilot_redo":
@@ -1255,7 +1269,8 @@ def legacy_targets(s, sc, med, add):
 
 
 ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
-              "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c", "innopilot_redo": "#17becf",
+              "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
+              "innopilot_100k_90s": "#98df8a", "innopilot_redo": "#17becf",
               "innopilot_noflush": "#ff7f0e", "dryrun": "#bcbd22"}
 
 
@@ -1625,9 +1640,10 @@ def write_outputs(a, results, meta, show=False):
     summ = summarize(results)
     targets = {sc: check_targets(summ, sc, meta["scenarios"][sc]) for sc in summ}
     for sc in summ:
-        if "innopilot_100k" in summ[sc] and meta["scenarios"][sc].get("check"):
-            targets[sc] += [dict(t, target=f"[innopilot_100k] {t['target']}")
-                            for t in check_targets(summ, sc, meta["scenarios"][sc], "innopilot_100k", THRESHOLD_LAG)]
+        for arm in BUDGET_ARMS:
+            if arm in summ[sc] and meta["scenarios"][sc].get("check"):
+                targets[sc] += [dict(t, target=f"[{arm}] {t['target']}")
+                                for t in check_targets(summ, sc, meta["scenarios"][sc], arm, THRESHOLD_LAG)]
     valid = {sc: validity(summ, sc, meta["scenarios"][sc]) for sc in summ}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(dict(meta=meta, runs=results, summary=summ, targets=targets, validity=valid), f, indent=1,
