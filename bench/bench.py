@@ -72,7 +72,7 @@ ARM_DOC = {
     "innopilot": "innopilot run, all default policies",
     "innopilot_100k": f"innopilot run, all default policies with the purge budget at the threshold arm's lag "
                       f"([policy.purge_rate] budget_undo_logs = [policy.watermark] yield_history_undo_logs = {THRESHOLD_LAG})",
-    "innopilot_100k_90s": f"innopilot_100k told to reach its budget within the run: [policy.purge_rate] "
+    "innopilot_100k_90s": f"innopilot_100k draining faster: [policy.purge_rate] "
                           f"drain_horizon = \"90s\", max_dml_slowdown_pct = 40 (e's read frontier: ending at "
                           f"the budget costs more than the shipped 20 %)",
     "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "

@@ -840,8 +840,9 @@ pub struct PurgeRateConfig {
     /// Undo tablespace size above which the undo-log budget shrinks in proportion
     /// (at most 4×); 0 = ignore undo size.
     pub budget_undo_bytes: u64,
-    /// The excess over budget should drain over this long: the target history
-    /// derivative is −excess / drain_horizon.
+    /// The drain's time constant: the target history derivative is
+    /// −excess / drain_horizon, re-planned each tick, so the excess decays by 1/e a
+    /// horizon and approaches the budget without reaching it.
     pub drain_horizon: Duration,
     /// Largest DML delay proposed, µs per statement.
     pub max_delay_us: u64,
