@@ -550,15 +550,13 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # The shipped policies held to the history the threshold arm holds, so the two
         # compare at the same debt (issue 15: mean TPS against the best static arm that
         # keeps history under the same budget).
-        lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}", "",
-                  "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
-    if arm == "innopilot_100k_90s":
-        # The shipped 5-minute horizon and 20 % cap end e above the budget (seventeenth
-        # run: 164 k); bench/frontier.py says ending at it costs about 26 % of the
-        # defaults' TPS. Same [policy.purge_rate] table as above: TOML allows one, so
-        # the keys are appended to it.
-        i = lines.index("[policy.purge_rate]")
-        lines[i + 2:i + 2] = ['drain_horizon = "90s"', "max_dml_slowdown_pct = 40.0"]
+        lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}"]
+        if arm == "innopilot_100k_90s":
+            # The shipped 5-minute horizon and 20 % cap end e above the budget
+            # (seventeenth run: 164 k); bench/frontier.py says ending at it costs about
+            # 26 % of the defaults' TPS.
+            lines += ['drain_horizon = "90s"', "max_dml_slowdown_pct = 40.0"]
+        lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm == "innopilot_redo":
