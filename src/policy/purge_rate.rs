@@ -160,6 +160,9 @@ struct Amp {
 struct State {
     /// Over budget and not yet back under [`RELEASE_SHARE`] of it with nothing in use.
     active: bool,
+    /// When this episode's excess is due back at the budget (ms): `drain_horizon` after
+    /// the episode started. Used on MariaDB only ([`PurgeRate::time_to_go`]).
+    due_ms: Option<u64>,
     /// `Some` while the delay stage runs; `None` means its next start is bumpless from
     /// the delay in effect.
     amp: Option<Amp>,
@@ -320,6 +323,7 @@ impl PurgeRate {
     /// may raise them) and forgets the episode.
     fn release_all(&mut self, input: &PolicyInput<'_>, why: &str) -> Vec<Proposal> {
         self.state.active = false;
+        self.state.due_ms = None;
         self.state.amp = None;
         if self.state.threads_extra > 0 {
             self.state.threads_changed_ms = Some(input.signals.t_ms);
@@ -490,6 +494,30 @@ impl PurgeRate {
         t >= self.state.no_authority_until_ms
     }
 
+    /// The time (s) over which this tick's schedule drains the excess that is left.
+    ///
+    /// MariaDB: the time left until the episode's deadline, `drain_horizon` after it
+    /// started, and at least one [`SCHEDULE_STEP_S`]. Followed, that drains the excess
+    /// linearly and reaches the budget on time; once the deadline has passed, the
+    /// lag is the budget itself and the server's switch holds history there. Re-planning
+    /// a fixed horizon from what is left instead makes the excess decay exponentially and
+    /// never arrive (twentieth real-server run, e, a 90 s horizon: 81 690 over the budget
+    /// when the delay started and 21 541 left 120 s later, e^(−120/90) × 81 690 = 21 500).
+    ///
+    /// MySQL: `drain_horizon` itself, a time constant. MySQL ramps the delay with all of
+    /// history instead of switching, the lag is chosen to reach the amplitude at the
+    /// current history ([`lag_for_delay`]), and in the unit plant a deadline made the
+    /// amplitude and lag cycle with a period near 100 s.
+    fn time_to_go(&self, flavor: Flavor, t_ms: u64) -> f64 {
+        let horizon = self.cfg.drain_horizon.as_secs_f64().max(1.0);
+        match (flavor, self.state.due_ms) {
+            (Flavor::MariaDb, Some(due)) => (due.saturating_sub(t_ms) as f64 / 1000.0)
+                .max(SCHEDULE_STEP_S)
+                .min(horizon),
+            _ => horizon,
+        }
+    }
+
     fn update_quiet(&mut self, dml: Option<f64>) -> bool {
         let q = self.cfg.quiet_dml_rate;
         self.state.quiet = match dml.filter(|d| d.is_finite()) {
@@ -574,20 +602,33 @@ impl Policy for PurgeRate {
                 return self.release_all(input, &why);
             }
             self.state.active = true;
+            let horizon_ms = self.cfg.drain_horizon.as_millis().min(u64::MAX as u128) as u64;
+            self.state.due_ms = Some(s.t_ms.saturating_add(horizon_ms));
         }
 
-        // The schedule: purgeable history drains its excess over the horizon (and may
-        // grow back toward the budget below it).
+        // The schedule: purgeable history drains its excess over the time to go (and
+        // may grow back toward the budget below it).
+        let flavor = input.caps.identity.flavor;
         let horizon = self.cfg.drain_horizon.as_secs_f64().max(1.0);
-        let r = -(p as f64 - budget as f64) / horizon;
+        let to_go = self.time_to_go(flavor, s.t_ms);
+        let r = -(p as f64 - budget as f64) / to_go;
         let floor = budget as f64 / horizon;
         let situation = if p > budget {
+            let by = match flavor {
+                Flavor::MariaDb if to_go <= SCHEDULE_STEP_S => {
+                    "is due now (drain_horizon has passed)".to_string()
+                }
+                Flavor::MariaDb => format!("is due in {to_go:.0} s"),
+                Flavor::MySql => format!(
+                    "decays with a time constant of {}",
+                    humantime::format_duration(self.cfg.drain_horizon)
+                ),
+            };
             format!(
-                "purgeable history {p} is {} over its budget {budget_text}{blocked_note}: target {} \
-                 undo logs/s drains the excess in {}, measured {} undo logs/s",
+                "purgeable history {p} is {} over its budget {budget_text}{blocked_note}: the \
+                 excess {by}, a target of {} undo logs/s, measured {} undo logs/s",
                 p - budget,
                 rate(r),
-                humantime::format_duration(self.cfg.drain_horizon),
                 rate(y)
             )
         } else {
@@ -696,7 +737,6 @@ impl Policy for PurgeRate {
         // benchmark runs). Not in quiet time, not for a while after a delay that had no
         // effect, and on MySQL not while any history is blocked (MySQL delays whether or
         // not purge progresses, so blocked history would be paid for by users).
-        let flavor = input.caps.identity.flavor;
         let mysql_blocked = flavor == Flavor::MySql && est.blocked > 0;
         let authority = self.authority(s, &stages);
         // A thread still being judged must be judged on purge alone: no delay yet.
@@ -758,7 +798,7 @@ impl Policy for PurgeRate {
         // rows only while purge is behind schedule, and stops within one purge batch
         // once it has caught up.
         let excess = (p as f64 - budget as f64).max(0.0);
-        let drain = excess / horizon;
+        let drain = excess / to_go;
         let ahead = (excess - drain * SCHEDULE_STEP_S).max(0.0) as u64;
         let target = est
             .blocked
@@ -1603,6 +1643,84 @@ mod tests {
         );
         let sets = run.lp.applied.len();
         assert!(sets <= 60, "{sets} SETs in 15 min");
+    }
+
+    #[test]
+    fn mariadb_drains_the_excess_by_the_deadline_and_holds_the_budget() {
+        // Purge cannot keep up (30 000 statements/s offered, 4 × 6 500 purged) and the
+        // plant starts 300 000 over the budget; no threads may be added, so the delay
+        // does it all, with room under its cost cap.
+        let horizon = 120;
+        let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 6_500.0);
+        plant.purgeable = 800_000.0;
+        let cfg = PurgeRateConfig {
+            max_purge_threads: 0,
+            max_dml_slowdown_pct: 40.0,
+            drain_horizon: Duration::from_secs(horizon),
+            ..PurgeRateConfig::default()
+        };
+        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg);
+        let out = run.run(600);
+        // The episode starts at the first tick that knows the history rate.
+        let start = out
+            .iter()
+            .position(|(_, ps)| ps.iter().any(|p| p.reason.contains("is due in")))
+            .expect("the policy never planned a deadline");
+        let hist: Vec<u64> = run.trace.iter().map(|t| t.0).collect();
+        let h0 = hist[start];
+        assert!(h0 > 800_000, "history at the start {h0}");
+        // On time: within one schedule step (and 2 % of the budget) of the deadline …
+        let due = start + horizon as usize;
+        let at_due = hist[due + SCHEDULE_STEP_S as usize];
+        assert!(
+            at_due <= 510_000,
+            "history {at_due} at the deadline (from {h0})"
+        );
+        // … gradually: halfway there, about half the excess is left (a time constant of
+        // the same horizon would leave e^(−0.5) = 61 %) …
+        let half = hist[start + horizon as usize / 2] as f64 - 500_000.0;
+        let share = half / (h0 as f64 - 500_000.0);
+        assert!(
+            (0.35..=0.6).contains(&share),
+            "{share:.2} of the excess left halfway"
+        );
+        // … and held at the budget after, not drifting up with what is left.
+        for (i, h) in hist[due + 10..].iter().enumerate() {
+            assert!(
+                (470_000..=510_000).contains(h),
+                "{i} s after the deadline: history {h}"
+            );
+        }
+        assert!(
+            run.lp.applied.len() <= 120,
+            "{} SETs in 10 min",
+            run.lp.applied.len()
+        );
+    }
+
+    #[test]
+    fn mysql_drain_horizon_is_a_time_constant() {
+        let mut p = PurgeRate::new(PurgeRateConfig {
+            max_purge_threads: 0,
+            drain_horizon: Duration::from_secs(100),
+            ..PurgeRateConfig::default()
+        });
+        let caps = testkit::mysql();
+        let base = baseline(4);
+        let mut s = signals_with(800_000, 1_000.0, None);
+        s.sample.threads_running = Some(9);
+        s.commit_rate = Some(10_000.0);
+        decide(&mut p, &caps, &base, &s);
+        // 90 s later, with the excess unchanged, the target is still excess / horizon.
+        s.t_ms += 90_000;
+        let ps = decide(&mut p, &caps, &base, &s);
+        let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
+        assert!(
+            d.reason
+                .contains("time constant of 1m 40s, a target of -3000 undo logs/s"),
+            "{}",
+            d.reason
+        );
     }
 
     #[test]
