@@ -19,7 +19,11 @@
 //!
 //! When purgeable history P exceeds its budget b (`budget_undo_logs`, shrunk in
 //! proportion, at most 4×, when the undo tablespaces exceed `budget_undo_bytes`), the
-//! policy drains the excess on a schedule: r = (P − b) / `drain_horizon` undo logs/s.
+//! policy drains the excess on a schedule: r = (P − b) / T undo logs/s, re-planned
+//! each tick. On MariaDB T is the time left until the episode's deadline,
+//! `drain_horizon` after it went over budget (at least [`SCHEDULE_STEP_S`]), so the
+//! excess drains linearly and arrives; on MySQL T is `drain_horizon`, a time constant
+//! ([`PurgeRate::time_to_go`] says why).
 //! The actuators are used in order:
 //!
 //! 1. **Purge threads**, where they are dynamic (MariaDB ≥ 10.7.1), from the baseline
@@ -880,9 +884,9 @@ pub struct PurgeRateConfig {
     /// Undo tablespace size above which the undo-log budget shrinks in proportion
     /// (at most 4×); 0 = ignore undo size.
     pub budget_undo_bytes: u64,
-    /// The drain's time constant: the target history derivative is
-    /// −excess / drain_horizon, re-planned each tick, so the excess decays by 1/e a
-    /// horizon and approaches the budget without reaching it.
+    /// MariaDB: how long after purgeable history went over its budget it is due back
+    /// (the excess drains linearly over the time left). MySQL: the drain's time
+    /// constant (−excess / drain_horizon, re-planned each tick: 1/e a horizon).
     pub drain_horizon: Duration,
     /// Largest DML delay proposed, µs per statement.
     pub max_delay_us: u64,
