@@ -52,10 +52,11 @@
 //! per row changed. For D ≤ 5 ms that is a switch, on exactly while H > L and purge
 //! progresses. Each tick the policy sets
 //!
-//! L = B + b + max(0, P − b − r · [`SCHEDULE_STEP_S`]),
+//! L = B + b + max(0, min(ℓ(t + [`SCHEDULE_STEP_S`]), P − b − r · [`SCHEDULE_STEP_S`])),
 //!
 //! the history the schedule wants one step ahead (B the blocked history, which the
-//! server counts too). The server then delays rows only while purge is behind
+//! server counts too; ℓ the stage's `Line` from the excess when it started to 0 at
+//! the deadline). The server then delays rows only while purge is behind
 //! schedule and stops within one batch once it has caught up: pulse-width control at
 //! the server's own rate, where innopilot samples once a second. With P ≤ b the lag
 //! is B + b, and the switch holds history at the budget.
@@ -65,8 +66,10 @@
 //! model: purge removes C = I − y undo logs/s (I the read-write transactions
 //! committed, [`Signals::undo_inflow`]; y the history rate), so each row must slow by q = 1 − (C − r)/I, a delay d = t·q/(1 − q) at row
 //! time t = Threads_running / DML rate. After that a slow integral corrects it on the
-//! schedule miss m (history minus the last threshold, in schedule steps, clamped to
-//! ±1): ×e^(0.05·m) per second behind, ×e^(0.02·m) ahead ([`AMP_UP_PER_S`]). That absorbs what the model leaves out: the live
+//! schedule miss m (history minus where the schedule wants it now, in schedule steps,
+//! clamped to ±1): ×e^(0.05·m) per second behind, and ahead ×e^(0.05·m) on MariaDB,
+//! where "now" is B + b + ℓ(t), ×e^(0.02·m) on MySQL, where it is the last threshold
+//! ([`AMP_UP_PER_S`], [`AMP_DOWN_LINE_PER_S`]). That absorbs what the model leaves out: the live
 //! check in tests/model.rs measured rows paying 0.08–0.32 × D on average (the server turns
 //! the switch off after a batch that handled no pages), a sleep costs more than its
 //! length on a busy machine, and purge speeds up when users slow down. D is bounded
@@ -120,6 +123,19 @@ pub const AMP_DOWN_PER_S: f64 = 0.02;
 /// [`AMP_DOWN_PER_S`] stays where the reference is last tick's threshold (MySQL),
 /// one step ahead of the schedule.
 pub const AMP_DOWN_LINE_PER_S: f64 = AMP_UP_PER_S;
+
+/// On MariaDB a new delay stage starts at no more than this share of its cost cap,
+/// whatever the model asks. The model leaves out that purge speeds up when users slow down where
+/// they share the device, and it errs high: in the twenty-third real-server run, e,
+/// it asked for about an 85 % slowdown against the arm's 40 % cap, the stage started
+/// at the cap, and the integral brought the amplitude down to 0.54–0.75 × the cap over
+/// the next 30–70 s; every second of repetition 2 below half the median TPS fell in
+/// those first 30 s. Starting low costs less: history that stays above the lag
+/// keeps the switch on, and the integral doubles the amplitude in 14 s. MySQL's delay
+/// ramps with history rather than switching, and its closed-loop unit test drains
+/// less evenly with a halved start (history back above 520 k in the second minute),
+/// so it starts from the model there.
+pub const START_CAP_SHARE: f64 = 0.5;
 
 /// The redo gate of the thread stage changes at most this often.
 pub const GATE_MIN_MS: u64 = 60_000;
@@ -448,7 +464,13 @@ impl PurgeRate {
                         Some(i) => (1.0 - ((i - y).max(0.0) - drain).max(0.0) / i).clamp(0.01, 0.9),
                         None => self.cfg.max_dml_slowdown_pct / 100.0,
                     };
-                    row_time_us(s).map_or(lo, |row| delay_for_slowdown_us(row, q * 100.0) as f64)
+                    let start = match input.caps.identity.flavor {
+                        Flavor::MariaDb => START_CAP_SHARE * cap,
+                        Flavor::MySql => cap,
+                    };
+                    row_time_us(s)
+                        .map_or(lo, |row| delay_for_slowdown_us(row, q * 100.0) as f64)
+                        .min(start)
                 }
             },
             Some(a) => {
@@ -1508,15 +1530,16 @@ mod tests {
             lag.reason
         );
         // The model: C = 10 000 − 1 000 = 9 000/s, inflow must fall to 8 000/s while
-        // the switch is on, q = 0.2, d = 800 µs · 0.25 = 200 µs (also the cost cap).
-        assert_eq!(d.value, 200, "{}", d.reason);
+        // the switch is on, q = 0.2, d = 800 µs · 0.25 = 200 µs, which is also the cost
+        // cap; a MariaDB stage starts at no more than half of it (START_CAP_SHARE).
+        assert_eq!(d.value, 100, "{}", d.reason);
         assert!(
             d.reason
                 .contains("innodb_max_purge_lag 795000 (blocked 0 + budget 500000 + the 295000"),
             "{}",
             d.reason
         );
-        assert_eq!(mariadb_dml_delay_us(800_000, lag.value, d.value), 200);
+        assert_eq!(mariadb_dml_delay_us(800_000, lag.value, d.value), 100);
         assert_eq!(mariadb_dml_delay_us(795_000, lag.value, d.value), 0);
         // Within budget the lag is blocked + budget: the switch holds history there.
         let mut p = PurgeRate::new(PurgeRateConfig {
