@@ -1270,11 +1270,7 @@ fn decision_event(
         outcome,
         reason,
         guard_notes,
-        lost_to: d
-            .losers
-            .iter()
-            .map(|l| format!("{}: {} ({})", l.policy.name(), l.value, l.reason))
-            .collect(),
+        lost_to: d.lost_to(),
         signals: compact_signals(signals),
     }
 }

@@ -20,6 +20,29 @@ pub struct Decision {
     pub losers: Vec<Proposal>,
 }
 
+impl Decision {
+    /// The other proposals for this knob, for the audit log: `"policy: value (reason)"`,
+    /// and `"policy: value, the same value (reason)"` where a loser asked for what won.
+    /// Two releases to the baseline tie, and the one ranked first is recorded as the
+    /// decision's policy: without the mark, a policy handing back its own change reads
+    /// as overruled (twenty-second real-server run: purge_rate took back a fifth purge
+    /// thread that did not purge faster, in the same tick as the watermark's release,
+    /// and the log named only the watermark).
+    pub fn lost_to(&self) -> Vec<String> {
+        self.losers
+            .iter()
+            .map(|l| {
+                let same = if l.value == self.winner.value {
+                    ", the same value"
+                } else {
+                    ""
+                };
+                format!("{}: {}{same} ({})", l.policy.name(), l.value, l.reason)
+            })
+            .collect()
+    }
+}
+
 fn rank(p: &Proposal) -> (u8, u8, u8) {
     let intent = match p.intent {
         Intent::Act => 0,
@@ -78,5 +101,28 @@ mod tests {
         assert_eq!(out[&Knob::PurgeThreads].winner.value, 2);
         assert_eq!(out[&Knob::PurgeThreads].losers.len(), 1);
         assert_eq!(out[&Knob::MaxPurgeLagDelay].winner.value, 3000);
+    }
+
+    /// A loser that asked for the winning value is marked, so the audit log does not
+    /// read as one policy overruling another that agreed with it.
+    #[test]
+    fn lost_to_marks_the_same_value() {
+        let ids = Registry::standard();
+        let (purge_rate, watermark) = (ids.id("purge_rate").unwrap(), ids.id("watermark").unwrap());
+        let mut give_back = p(purge_rate, Knob::PurgeThreads, 4, Intent::Release);
+        give_back.reason = "the fifth thread did not purge faster".into();
+        let out = arbitrate(vec![
+            give_back,
+            p(watermark, Knob::PurgeThreads, 4, Intent::Release),
+            p(purge_rate, Knob::MaxPurgeLag, 90_000, Intent::Act),
+            p(watermark, Knob::MaxPurgeLag, 0, Intent::Release),
+        ]);
+        let threads = &out[&Knob::PurgeThreads];
+        assert_eq!(threads.winner.policy, watermark);
+        assert_eq!(
+            threads.lost_to(),
+            vec!["purge_rate: 4, the same value (the fifth thread did not purge faster)"]
+        );
+        assert_eq!(out[&Knob::MaxPurgeLag].lost_to(), vec!["watermark: 0 ()"]);
     }
 }
