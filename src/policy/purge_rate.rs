@@ -904,16 +904,10 @@ impl Policy for PurgeRate {
             None => replanned,
         }
         .max(0.0) as u64;
-        let target = est
-            .blocked
-            .saturating_add(budget)
-            .saturating_add(ahead)
-            .max(1);
-        let want_now = line.map(|l| {
-            est.blocked
-                .saturating_add(budget)
-                .saturating_add(l.excess_at(s.t_ms) as u64)
-        });
+        // History at the schedule's zero excess: blocked (the server counts it) + budget.
+        let on_budget = est.blocked.saturating_add(budget);
+        let target = on_budget.saturating_add(ahead).max(1);
+        let want_now = line.map(|l| on_budget.saturating_add(l.excess_at(s.t_ms) as u64));
         let plan = Plan {
             drain,
             target,
