@@ -3,7 +3,11 @@
 e_purge_behind for a given purge debt at the end, from a committed run's per-second CSVs.
 
     python3 bench/frontier.py bench/results/DATE [--scenario e_purge_behind] [--from-s 45]
-                              [--budget 100000]
+                              [--budget 100000] [--reference threshold]
+                              [--phases 0,40,140,180]
+                              [--bands 0,110000,140000,200000,300000,600000]
+
+It prints the report (markdown) on stdout; bench/bench.py writes it to frontier.md.
 
 In e every read is a buffer-pool miss served by a device capped at 6000 reads/s
 (blkio), and both users and purge need reads: a user transaction reads the clustered
@@ -23,7 +27,22 @@ is the most users can commit for that end history, whoever decides how (timing d
 not matter while the costs are linear: only the end history does). The report gives,
 for each run, its mean TPS against that bound at its own end history; the bound for
 ending at the budget; and the lowest end history that 0.9 x the defaults' mean TPS
-allows. Python 3 standard library only.
+allows.
+
+Two more sections say where the arms differ. "By phase": for each arm, the median over
+repetitions of the transactions served in each phase (the sum of the per-second TPS
+over the seconds t with a < t <= b, for the --phases boundaries; e's view ends at 40 s)
+and its difference from the --reference arm's median (default threshold, else defaults).
+"By history band": for every second t > --from-s of every run,
+
+    purged(t) = tps(t) - (history(t) - history(t-1))   (one undo log per transaction in e)
+    reads(t)  = pool_reads(t) - pool_reads(t-1)
+
+and, over the seconds with purged > 0 whose history(t) falls in a --bands band,
+sum(reads - a * tps) / sum(purged): the reads purge took per undo log once the users'
+are taken out with the fitted a; for all arms together and for each arm with at least
+20 seconds in the band, plus one row for the seconds where history is falling
+(history(t) < history(t-5)). Python 3 standard library only.
 """
 import argparse
 import csv
@@ -62,6 +81,145 @@ def load(path, from_s):
     }
 
 
+def num(v):
+    """A CSV cell as a number; empty or absent cells are missing (None)."""
+    return None if v in (None, "") else float(v)
+
+
+def seconds(path):
+    """Per-second tps, history and pool_reads of one run, keyed by t; missing cells are None."""
+    out = {}
+    for r in csv.DictReader(open(path)):
+        if r.get("t") in (None, ""):
+            continue
+        out[int(r["t"])] = (num(r.get("tps")), num(r.get("history")), num(r.get("pool_reads")))
+    return out
+
+
+def ints(text, what):
+    try:
+        v = [int(x) for x in text.split(",")]
+    except ValueError:
+        sys.exit(f"frontier: {what} must be comma-separated integers, got {text!r}")
+    if len(v) < 2 or any(x >= y for x, y in zip(v, v[1:])):
+        sys.exit(f"frontier: {what} must be at least two increasing integers, got {text!r}")
+    return v
+
+
+def by_phase(per_s, arms, ref, phases, view_end):
+    """Transactions served per phase: median over repetitions, and the difference from ref."""
+    names = [f"{a}-{b} s" for a, b in zip(phases, phases[1:])]
+    med, gaps = {}, []
+    for arm in arms:
+        totals = []
+        for rep, secs in per_s[arm]:
+            row = []
+            for (a, b), name in zip(zip(phases, phases[1:]), names):
+                tps = [secs[t][0] for t in range(a + 1, b + 1) if t in secs and secs[t][0] is not None]
+                # A phase that reaches past the run or has empty cells is summed over the seconds
+                # it has; say so rather than let a shorter sum read as lost transactions.
+                if len(tps) < b - a:
+                    gaps.append(f"{arm} r{rep}, {name}: {len(tps)} of {b - a} seconds")
+                row.append(sum(tps))
+            totals.append(row + [sum(row)])
+        med[arm] = [statistics.median(c) for c in zip(*totals)], len(totals)
+    print("## Where the arms' transactions differ, by phase")
+    print()
+    print(f"Transactions served in each phase: the sum of the per-second TPS over the seconds t with "
+          f"a < t <= b, median over the repetitions; the total is the median of each run's sum over "
+          f"{phases[0]}-{phases[-1]} s (not the sum of the phases' medians). \"vs {ref}\" is the arm's median "
+          f"minus the reference arm's ({ref}) in the same column, and that as a share of the reference's."
+          + (f" The view ends at {view_end} s." if view_end is not None else ""))
+    print()
+    cols = names + ["total"]
+    print("| arm | runs | " + " | ".join(f"{c} | vs {ref}" for c in cols) + " |")
+    print("|---|---|" + "---|---|" * len(cols))
+    for arm in arms:
+        m, n = med[arm]
+        r = med[ref][0]
+        cells = []
+        for x, y in zip(m, r):
+            d = "" if arm == ref else f"{x - y:+.0f} ({(x - y) / y * 100:+.1f} %)" if y else f"{x - y:+.0f}"
+            cells.append(f"{x:.0f} | {d}")
+        print(f"| {arm} | {n} | " + " | ".join(cells) + " |")
+    if gaps:
+        print()
+        print("Phases summed over fewer seconds than they span: " + "; ".join(gaps) + ".")
+    print()
+
+
+def by_band(per_s, arms, a, b, from_s, bands, min_s=20, drain_lag=5):
+    """Reads per undo log purged, net of the users' reads at the fitted a, per history band."""
+    edges = list(zip(bands, bands[1:])) + [(bands[-1], None)]
+    names = [f"{lo}-{hi}" if hi is not None else f">= {lo}" for lo, hi in edges]
+    # acc[(band, arm)] = [seconds used, seconds with purged <= 0, sum(reads - a*tps), sum(purged)];
+    # band "drain" collects the seconds whose history is below its value drain_lag seconds earlier.
+    acc = {}
+    below = 0
+
+    def add(key, arm, net, purged):
+        for k in ((key, arm), (key, None)):
+            v = acc.setdefault(k, [0, 0, 0.0, 0.0])
+            if purged > 0:
+                v[0] += 1
+                v[2] += net
+                v[3] += purged
+            else:
+                v[1] += 1
+
+    for arm in arms:
+        for rep, secs in per_s[arm]:
+            for t in sorted(secs):
+                if t <= from_s or t - 1 not in secs:
+                    continue
+                tps, h, pr = secs[t]
+                _, h0, pr0 = secs[t - 1]
+                if None in (tps, h, pr, h0, pr0):
+                    continue
+                purged = tps - (h - h0)
+                net = (pr - pr0) - a * tps
+                band = next((i for i, (lo, hi) in enumerate(edges) if h >= lo and (hi is None or h < hi)), None)
+                if band is None:
+                    below += 1
+                else:
+                    add(band, arm, net, purged)
+                hd = secs.get(t - drain_lag, (None, None, None))[1]
+                if hd is not None and h < hd:
+                    add("drain", arm, net, purged)
+    print("## Reads per undo log purged, by history band")
+    print()
+    print(f"For every second t > {from_s} s of every run: purged(t) = tps(t) - (history(t) - "
+          f"history(t-1)), since in this scenario each user transaction (one UPDATE) leaves one undo log; "
+          f"reads(t) = pool_reads(t) - pool_reads(t-1). A second belongs to the band of history(t). "
+          f"Over the seconds with purged > 0, the cell is **sum(reads - {a:.3f} x tps) / "
+          f"sum(purged)**: the reads purge took per undo log once the users' reads (the fitted "
+          f"{a:.3f} per transaction) are taken out. The fit above puts it at {b:.3f} for the whole segment. "
+          f"Per arm only with at least {min_s} seconds in the band (seconds used in brackets). "
+          f"\"falling\" takes the seconds where history(t) < history(t-{drain_lag}), whatever their band. "
+          f"TPS comes from sysbench's per-second report and history and pool_reads from the sampler, "
+          f"so one second's split is noisy; the sums over many seconds are not.")
+    print()
+    print("| history (undo logs) | seconds | purged <= 0, left out | purged/s | all arms | "
+          + " | ".join(arms) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(arms))
+    for key, name in list(enumerate(names)) + [("drain", "falling")]:
+        v = acc.get((key, None))
+        if not v:
+            continue
+        n, skipped, net, purged = v
+        cells = []
+        for arm in arms:
+            w = acc.get((key, arm))
+            cells.append(f"{w[2] / w[3]:.3f} ({w[0]} s)" if w and w[0] >= min_s and w[3] > 0 else
+                         f"- ({w[0]} s)" if w else "")
+        ratio = f"**{net / purged:.3f}**" if purged > 0 else "-"
+        rate = f"{purged / n:.0f}" if n else "-"
+        print(f"| {name} | {n} | {skipped} | {rate} | {ratio} | " + " | ".join(cells) + " |")
+    if below:
+        print()
+        print(f"{below} seconds had history below the first band ({bands[0]}) and are left out.")
+
+
 def fit(points):
     """Least squares of reads = a*U + b*P without intercept."""
     sxx = sum(u * u for u, p, r in points)
@@ -84,9 +242,17 @@ def main():
     ap.add_argument("--budget", type=int, default=100_000, help="history budget, undo logs")
     ap.add_argument("--saturated", type=float, default=0.98,
                     help="a run is saturated when its read rate is at least this share of the highest")
+    ap.add_argument("--reference", default=None,
+                    help="arm the others' transactions per phase are compared with (default threshold, else defaults)")
+    ap.add_argument("--phases", default="0,40,140,180",
+                    help="phase boundaries, s: a phase holds the seconds t with a < t <= b (e: view 10-40 s)")
+    ap.add_argument("--bands", default="0,110000,140000,200000,300000,600000",
+                    help="history band boundaries, undo logs, for the reads per undo log purged")
     args = ap.parse_args()
+    phases = ints(args.phases, "--phases")
+    bands = ints(args.bands, "--bands")
 
-    runs = {}
+    runs, per_s = {}, {}
     for path in sorted(glob.glob(os.path.join(args.results, f"{args.scenario}-*-r*.csv"))):
         m = re.match(rf"{re.escape(args.scenario)}-(.+)-r(\d+)\.csv$", os.path.basename(path))
         if not m or m.group(2) == "0":
@@ -94,8 +260,14 @@ def main():
         r = load(path, args.from_s)
         if r:
             runs.setdefault(m.group(1), []).append((int(m.group(2)), r))
+            per_s.setdefault(m.group(1), []).append((int(m.group(2)), seconds(path)))
     if "defaults" not in runs:
         sys.exit(f"frontier: no defaults runs of {args.scenario} in {args.results}: run the benchmark with the defaults arm")
+    arms = list(runs)
+    ref = args.reference or ("threshold" if "threshold" in runs else "defaults")
+    if ref not in runs:
+        sys.exit(f"frontier: no {ref} runs of {args.scenario} in {args.results} to compare the phases with "
+                 f"(arms: {', '.join(arms)})")
     top = max(r["read_rate"] for rs in runs.values() for _, r in rs)
     sat = [(r["u_seg"], r["p_seg"], r["reads"]) for rs in runs.values() for _, r in rs
            if r["read_rate"] >= args.saturated * top]
@@ -140,6 +312,10 @@ def main():
     print(f"- 0.9 x the defaults' TPS ({0.9 * d_tps:.0f}) leaves at least **{h_09:.0f}** undo logs at the end.")
     for arm, v in share.items():
         print(f"- {arm}: median share of the bound {statistics.median(x[0] for x in v):.2f}.")
+    print()
+    # e holds its view from 10 s to 40 s; other scenarios' view ends are not known here.
+    by_phase(per_s, arms, ref, phases, 40 if args.scenario == "e_purge_behind" else None)
+    by_band(per_s, arms, a, b, args.from_s, bands)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,216 @@
+//! The redo-resize actuator against the real server: what the flush policy's redo
+//! headroom assumes about `SET GLOBAL innodb_log_file_size` (MariaDB ≥ 10.9) is what a
+//! private MariaDB 10.11 does.
+//!
+//! The policy (`policy::flush`, "What a resize at 100 % fill does", from
+//! `log_t::resize_start()` and `log_t::write_checkpoint()` in log0log.cc) relies on
+//! three things:
+//!
+//! 1. The larger maximum checkpoint age is adopted only once the checkpoint has passed
+//!    the LSN at which the SET began: every page changed before it is flushed first,
+//!    so a resize started at a high fill brings relief only after the whole age is
+//!    written, and the checkpoint age right after it is at most the redo written
+//!    during the resize.
+//! 2. Only the session running the SET waits: users keep writing meanwhile (the
+//!    actuator runs it on a connection of its own, `Knob::is_blocking`, bounded by
+//!    `resize_timeout`).
+//! 3. The maximum checkpoint age is the same share of the file after the resize as
+//!    before: the recovery-time bound turns the largest safe age into a file size by
+//!    dividing by that share (`Flush::recovery_bound`).
+//!
+//! The resize goes through innopilot's own actuator (`LiveServer::set_knob`) while an
+//! update load keeps the checkpoint age above half its maximum and a second connection
+//! polls the status counters. Fails (never skips) when the server cannot start.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::MariaDb;
+use innopilot::server::dsn::parse_dsn;
+use innopilot::server::mysql::{LiveOptions, LiveServer};
+use innopilot::server::{Knob, Server};
+
+const MIB: u64 = 1 << 20;
+
+/// One poll of the redo counters on a connection of its own.
+#[derive(Debug, Clone, Copy)]
+struct Poll {
+    at: Duration,
+    max_age: u64,
+    checkpoint_lsn: u64,
+    lsn: u64,
+    updates: u64,
+}
+
+async fn poll(db: &MariaDb, t0: Instant, updates: u64) -> Poll {
+    let rows = db
+        .query_rows(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_checkpoint_max_age', \
+             'Innodb_lsn_last_checkpoint', 'Innodb_lsn_current')",
+        )
+        .await;
+    let get = |name: &str| -> u64 {
+        rows.iter()
+            .find(|r| r.first().cloned().flatten().as_deref() == Some(name))
+            .and_then(|r| r.get(1).cloned().flatten())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("status {name} missing or not an integer: {rows:?}"))
+    };
+    Poll {
+        at: t0.elapsed(),
+        max_age: get("Innodb_checkpoint_max_age"),
+        checkpoint_lsn: get("Innodb_lsn_last_checkpoint"),
+        lsn: get("Innodb_lsn_current"),
+        updates,
+    }
+}
+
+/// sync point / capacity as innopilot's sampler reads them.
+async fn share(server: &mut LiveServer) -> (u64, u64) {
+    let s = server.sample().await.expect("a sample");
+    let sync = s.redo.sync_point.expect("the sampler read the sync point");
+    let cap = s.redo.capacity.expect("the sampler read the redo capacity");
+    (sync, cap)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_is_adopted_once_the_checkpoint_passes_it_and_blocks_only_its_session() {
+    const FROM: u64 = 32 * MIB;
+    const TO: u64 = 64 * MIB;
+    // Slow background flushing so the checkpoint age grows under the load and the
+    // resize has a large age to flush before it can be adopted.
+    let db = MariaDb::builder()
+        .buffer_pool_size("128M")
+        .log_file_size("32M")
+        .args([
+            "--innodb-io-capacity=100",
+            "--innodb-io-capacity-max=100",
+            "--innodb-max-dirty-pages-pct=90",
+        ])
+        .start();
+    db.prepare_table(200_000).await;
+
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.expect("probe");
+    let (sync0, cap0) = share(&mut server).await;
+    assert_eq!(
+        cap0, FROM,
+        "the sampler's redo capacity is innodb_log_file_size"
+    );
+
+    let load = db.spawn_update_load(4);
+    let t0 = Instant::now();
+    let mut before = poll(&db, t0, load.updates()).await;
+    while before.lsn - before.checkpoint_lsn < before.max_age / 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the checkpoint age did not reach half its maximum in 60 s: {before:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        before = poll(&db, t0, load.updates()).await;
+    }
+    let age_before = before.lsn - before.checkpoint_lsn;
+
+    // Poll on another connection while the actuator's SET runs.
+    let polls = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let set_started = t0.elapsed();
+    let lsn_at_set = poll(&db, t0, load.updates()).await.lsn;
+    let resized = {
+        let (polls, done) = (polls.clone(), done.clone());
+        let watcher = async {
+            while !done.load(Ordering::Relaxed) {
+                let p = poll(&db, t0, load.updates()).await;
+                polls.lock().unwrap().push(p);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let set = async {
+            let r = server.set_knob(Knob::LogFileSize, TO).await;
+            done.store(true, Ordering::Relaxed);
+            r
+        };
+        tokio::join!(set, watcher).0
+    };
+    let set_took = t0.elapsed() - set_started;
+    let after = poll(&db, t0, load.updates()).await;
+    let stats = load.stop().await;
+    assert_eq!(
+        resized.expect("the actuator's resize"),
+        TO,
+        "read back after the SET"
+    );
+    let polls = polls.lock().unwrap().clone();
+    let (sync1, cap1) = share(&mut server).await;
+
+    // Users wrote while the SET ran: only its session waited.
+    let during = polls
+        .last()
+        .map_or(0, |p| p.updates)
+        .saturating_sub(before.updates);
+    eprintln!(
+        "redo resize {} → {} MiB at a checkpoint age of {} MiB (max {} MiB): the SET took \
+         {set_took:?}, {} updates meanwhile, {} polls; max age {} → {} MiB; sync/capacity \
+         {:.4} → {:.4}; load: {} updates, {} errors",
+        FROM / MIB,
+        TO / MIB,
+        age_before / MIB,
+        before.max_age / MIB,
+        during,
+        polls.len(),
+        before.max_age / MIB,
+        after.max_age / MIB,
+        sync0 as f64 / cap0 as f64,
+        sync1 as f64 / cap1 as f64,
+        stats.updates,
+        stats.errors,
+    );
+    assert!(
+        polls.len() >= 2,
+        "the SET took {set_took:?}: too short to watch (age {} MiB); the test needs a \
+         larger age or slower flushing",
+        age_before / MIB
+    );
+    assert!(
+        during > 0,
+        "no update completed during the {set_took:?} the SET ran: users were blocked"
+    );
+    assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
+
+    // 1. Adopted only once the checkpoint passed the SET's LSN.
+    for p in &polls {
+        if p.max_age > before.max_age {
+            assert!(
+                p.checkpoint_lsn >= lsn_at_set,
+                "the larger maximum age was in effect at {:?} with the checkpoint at {} \
+                 before the SET's LSN {lsn_at_set}: {p:?}",
+                p.at,
+                p.checkpoint_lsn
+            );
+        }
+    }
+    assert!(
+        after.checkpoint_lsn >= lsn_at_set,
+        "the SET returned with the checkpoint at {} before its LSN {lsn_at_set}: the age \
+         right after a resize is not bounded by the redo written while it ran",
+        after.checkpoint_lsn
+    );
+    // 3. The maximum age is the same share of the file before and after.
+    assert_eq!(cap1, TO, "the sampler's capacity after the resize");
+    let (r0, r1) = (sync0 as f64 / cap0 as f64, sync1 as f64 / cap1 as f64);
+    assert!(
+        (r1 / r0 - 1.0).abs() <= 0.02,
+        "the maximum checkpoint age is {r0:.4} of the file before the resize and {r1:.4} \
+         after: the recovery bound's size conversion does not hold"
+    );
+    assert!(
+        (after.max_age as f64 / before.max_age as f64 - 2.0).abs() <= 0.04,
+        "doubling the file took the maximum age {} → {}",
+        before.max_age,
+        after.max_age
+    );
+}
