@@ -104,7 +104,9 @@
 //! issue's run: 92 % → 6 % in a second, a second at 0 TPS). Started in a lull the age
 //! to flush first is smaller: hence the preference. `log_t::resize_abort()` discards
 //! ib_logfile101 (SET GLOBAL innodb_log_file_size to the current size while a resize
-//! runs); only the session running the SET waits.
+//! runs); only the session running the SET waits. `tests/redo_resize.rs` checks both on
+//! the real server, and that the maximum age keeps its share of the file, which
+//! [`Flush::recovery_bound`] divides by.
 //!
 //! **Recovery model.** Crash recovery parses and applies the redo since the last
 //! checkpoint and reads and writes back every page changed since
