@@ -470,17 +470,18 @@ impl PurgeRate {
             None => match Self::delay_in_effect(input).filter(|(_, d)| *d <= st.max_delay) {
                 Some((_, d)) => d as f64,
                 None => {
-                    let inflow = s.undo_inflow().filter(|i| *i > 0.0);
-                    let q = match inflow {
-                        Some(i) => (1.0 - ((i - y).max(0.0) - drain).max(0.0) / i).clamp(0.01, 0.9),
-                        None => self.cfg.max_dml_slowdown_pct / 100.0,
-                    };
                     match (row_time_us(s), input.caps.identity.flavor) {
                         (None, _) => lo,
                         // The model errs both ways at a stage's start on MariaDB (see
                         // START_CAP_SHARE); the switch forgives an amplitude too large.
                         (Some(_), Flavor::MariaDb) => START_CAP_SHARE * cap,
                         (Some(row), Flavor::MySql) => {
+                            let q = match s.undo_inflow().filter(|i| *i > 0.0) {
+                                Some(i) => {
+                                    (1.0 - ((i - y).max(0.0) - drain).max(0.0) / i).clamp(0.01, 0.9)
+                                }
+                                None => self.cfg.max_dml_slowdown_pct / 100.0,
+                            };
                             (delay_for_slowdown_us(row, q * 100.0) as f64).min(cap)
                         }
                     }
