@@ -4,7 +4,7 @@ e_purge_behind for a given purge debt at the end, from a committed run's per-sec
 
     python3 bench/frontier.py bench/results/DATE [--scenario e_purge_behind] [--from-s 45]
                               [--budget 100000] [--reference threshold]
-                              [--phases 0,40,140,180]
+                              [--phases 0,40,140,180] [--cost-phases 40,50,60,100,140,180]
                               [--bands 0,110000,140000,200000,300000,600000]
 
 It prints the report (markdown) on stdout; bench/bench.py writes it to frontier.md.
@@ -42,7 +42,9 @@ and, over the seconds with purged > 0 whose history(t) falls in a --bands band,
 sum(reads - a * tps) / sum(purged): the reads purge took per undo log once the users'
 are taken out with the fitted a; for all arms together and for each arm with at least
 20 seconds in the band, plus one row for the seconds where history is falling
-(history(t) < history(t-5)). Python 3 standard library only.
+(history(t) < history(t-5)). "Reads the model does not account for": per --cost-phases
+phase, a * U + b * P - reads, the work the device did cheaper (positive) or dearer
+(negative) than the fitted average. Python 3 standard library only.
 """
 import argparse
 import csv
@@ -220,6 +222,56 @@ def by_band(per_s, arms, a, b, from_s, bands, min_s=20, drain_lag=5):
         print(f"{below} seconds had history below the first band ({bands[0]}) and are left out.")
 
 
+def unexplained(per_s, arms, a, b, phases):
+    """Reads the fitted model does not account for, per phase: a*U + b*P - reads."""
+    names = [f"{x}-{y} s" for x, y in zip(phases, phases[1:])]
+    med, gaps = {}, []
+    for arm in arms:
+        cols = []
+        for rep, secs in per_s[arm]:
+            row = []
+            for (x, y), name in zip(zip(phases, phases[1:]), names):
+                tps = [secs[t][0] for t in range(x + 1, y + 1) if t in secs and secs[t][0] is not None]
+                ends = secs.get(x, (None,) * 3), secs.get(y, (None,) * 3)
+                if len(tps) < y - x or None in ends[0][1:] + ends[1][1:]:
+                    gaps.append(f"{arm} r{rep}, {name}")
+                    row.append(None)
+                    continue
+                u = sum(tps)
+                purged = u - (ends[1][1] - ends[0][1])
+                reads = ends[1][2] - ends[0][2]
+                row.append((a * u + b * purged - reads, reads))
+            whole = [c for c in row if c is not None]
+            row.append((sum(c[0] for c in whole), sum(c[1] for c in whole)) if len(whole) == len(row) else None)
+            cols.append(row)
+        med[arm] = [statistics.median(c[0] for c in col if c is not None) if any(c is not None for c in col)
+                    else None for col in zip(*cols)], \
+                   [statistics.median(c[1] for c in col if c is not None) if any(c is not None for c in col)
+                    else None for col in zip(*cols)], len(cols)
+    print("## Reads the model does not account for, by phase")
+    print()
+    print(f"For each phase a < t <= b: **a x U + b x P - reads**, with the fitted a = {a:.3f} and "
+          f"b = {b:.3f}, U the transactions served (sum of the per-second TPS), P = U - (history(b) - "
+          f"history(a)) the undo logs purged and reads = pool_reads(b) - pool_reads(a); median over the "
+          f"repetitions, and as a share of the phase's reads. Positive: the device served that work with "
+          f"fewer reads than the model charges (cheaper than average); negative: it took more. Divided by "
+          f"a + b it is the transactions that many reads are worth at a steady history. A phase's sum "
+          f"carries the history counter at its two ends, which can fall in steps (33 366 in one second "
+          f"after the view, twenty-sixth run, threshold r1), so short phases are noisy; whole runs are not.")
+    print()
+    cols = names + ["total"]
+    print("| arm | runs | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for arm in arms:
+        m, r, n = med[arm]
+        cells = [f"{x:+.0f} ({x / y * 100:+.1f} %)" if x is not None and y else "-" for x, y in zip(m, r)]
+        print(f"| {arm} | {n} | " + " | ".join(cells) + " |")
+    if gaps:
+        print()
+        print("Phases left out (seconds or samples missing): " + "; ".join(gaps) + ".")
+    print()
+
+
 def fit(points):
     """Least squares of reads = a*U + b*P without intercept."""
     sxx = sum(u * u for u, p, r in points)
@@ -246,11 +298,14 @@ def main():
                     help="arm the others' transactions per phase are compared with (default threshold, else defaults)")
     ap.add_argument("--phases", default="0,40,140,180",
                     help="phase boundaries, s: a phase holds the seconds t with a < t <= b (e: view 10-40 s)")
+    ap.add_argument("--cost-phases", default="40,50,60,100,140,180",
+                    help="phase boundaries, s, for the reads the fitted model does not account for")
     ap.add_argument("--bands", default="0,110000,140000,200000,300000,600000",
                     help="history band boundaries, undo logs, for the reads per undo log purged")
     args = ap.parse_args()
     phases = ints(args.phases, "--phases")
     bands = ints(args.bands, "--bands")
+    cost_phases = ints(args.cost_phases, "--cost-phases")
 
     runs, per_s = {}, {}
     for path in sorted(glob.glob(os.path.join(args.results, f"{args.scenario}-*-r*.csv"))):
@@ -315,6 +370,7 @@ def main():
     print()
     # e holds its view from 10 s to 40 s; other scenarios' view ends are not known here.
     by_phase(per_s, arms, ref, phases, 40 if args.scenario == "e_purge_behind" else None)
+    unexplained(per_s, arms, a, b, cost_phases)
     by_band(per_s, arms, a, b, args.from_s, bands)
 
 
