@@ -24,7 +24,10 @@ every run, saturated or not. For a segment of S seconds at the device's rate R,
     U <= (R * S + b * (H_end - H_from)) / (a + b)
 
 is the most users can commit for that end history, whoever decides how (timing does
-not matter while the costs are linear: only the end history does). The report gives,
+not matter while the costs are linear: only the end history does). They are not quite:
+while history is well above the budget the same work takes a few per cent more reads
+(the per-phase table below; twenty-seventh run), so a drain that ends sooner serves a
+little more than a slow one to the same end. The report gives,
 for each run, its mean TPS against that bound at its own end history; the bound for
 ending at the budget; and the lowest end history that 0.9 x the defaults' mean TPS
 allows.
