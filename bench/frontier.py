@@ -247,10 +247,9 @@ def unexplained(per_s, arms, a, b, phases):
             whole = [c for c in row if c is not None]
             row.append((sum(c[0] for c in whole), sum(c[1] for c in whole)) if len(whole) == len(row) else None)
             cols.append(row)
-        med[arm] = [statistics.median(c[0] for c in col if c is not None) if any(c is not None for c in col)
-                    else None for col in zip(*cols)], \
-                   [statistics.median(c[1] for c in col if c is not None) if any(c is not None for c in col)
-                    else None for col in zip(*cols)], len(cols)
+        present = [[c for c in col if c is not None] for col in zip(*cols)]
+        med[arm] = ([statistics.median(c[0] for c in col) if col else None for col in present],
+                    [statistics.median(c[1] for c in col) if col else None for col in present], len(cols))
     print("## Reads the model does not account for, by phase")
     print()
     print(f"For each phase a < t <= b: **a x U + b x P - reads**, with the fitted a = {a:.3f} and "
