@@ -111,16 +111,26 @@ def ints(text, what):
     return v
 
 
+def spans(phases):
+    """(a, b, name) for each phase between consecutive boundaries."""
+    return [(a, b, f"{a}-{b} s") for a, b in zip(phases, phases[1:])]
+
+
+def tps_in(secs, a, b):
+    """The per-second TPS of the seconds a < t <= b that have one."""
+    return [secs[t][0] for t in range(a + 1, b + 1) if t in secs and secs[t][0] is not None]
+
+
 def by_phase(per_s, arms, ref, phases, view_end):
     """Transactions served per phase: median over repetitions, and the difference from ref."""
-    names = [f"{a}-{b} s" for a, b in zip(phases, phases[1:])]
+    names = [name for _, _, name in spans(phases)]
     med, gaps = {}, []
     for arm in arms:
         totals = []
         for rep, secs in per_s[arm]:
             row = []
-            for (a, b), name in zip(zip(phases, phases[1:]), names):
-                tps = [secs[t][0] for t in range(a + 1, b + 1) if t in secs and secs[t][0] is not None]
+            for a, b, name in spans(phases):
+                tps = tps_in(secs, a, b)
                 # A phase that reaches past the run or has empty cells is summed over the seconds
                 # it has; say so rather than let a shorter sum read as lost transactions.
                 if len(tps) < b - a:
@@ -227,14 +237,14 @@ def by_band(per_s, arms, a, b, from_s, bands, min_s=20, drain_lag=5):
 
 def unexplained(per_s, arms, a, b, phases):
     """Reads the fitted model does not account for, per phase: a*U + b*P - reads."""
-    names = [f"{x}-{y} s" for x, y in zip(phases, phases[1:])]
+    names = [name for _, _, name in spans(phases)]
     med, gaps = {}, []
     for arm in arms:
         cols = []
         for rep, secs in per_s[arm]:
             row = []
-            for (x, y), name in zip(zip(phases, phases[1:]), names):
-                tps = [secs[t][0] for t in range(x + 1, y + 1) if t in secs and secs[t][0] is not None]
+            for x, y, name in spans(phases):
+                tps = tps_in(secs, x, y)
                 ends = secs.get(x, (None,) * 3), secs.get(y, (None,) * 3)
                 if len(tps) < y - x or None in ends[0][1:] + ends[1][1:]:
                     gaps.append(f"{arm} r{rep}, {name}")
