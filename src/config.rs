@@ -167,7 +167,7 @@ impl Default for Config {
                 restore_timeout: Duration::from_secs(10),
                 reconnect_budget: Duration::from_secs(60),
                 on_server_lost: OnServerLost::Wait,
-                max_sets_per_minute: 30,
+                max_sets_per_minute: 120,
             },
             audit: AuditConfig {
                 path: PathBuf::from("/var/lib/innopilot/audit.jsonl"),
@@ -242,7 +242,7 @@ pub fn default_limits(knob: Knob) -> KnobLimits {
     match knob {
         Knob::PurgeThreads => l(true, 1, 32, 1, 5),
         Knob::PurgeBatchSize => l(true, 10, 5000, 1000, 5),
-        Knob::MaxPurgeLag => l(true, 0, 4_294_967_295, 4_294_967_295, 5),
+        Knob::MaxPurgeLag => l(true, 0, 4_294_967_295, 4_294_967_295, 0),
         Knob::MaxPurgeLagDelay => l(true, 0, 100_000, 10_000, 2),
         Knob::IoCapacity => l(true, 100, 20_000, 2_000, 5),
         Knob::IoCapacityMax => l(true, 200, 40_000, 4_000, 5),
@@ -633,7 +633,18 @@ impl Config {
             )?,
         };
 
-        let policy = registry.parse(&cx)?;
+        let mut policy = registry.parse(&cx)?;
+        // The purge-rate policy's threshold leads by the time until the next lag may be
+        // set: a tick with no dwell, else the dwell and the tick after it (sample times
+        // jitter by milliseconds, so the tick the dwell ends on may come just too early).
+        let dwell = knobs
+            .get(&Knob::MaxPurgeLag)
+            .map_or(default_limits(Knob::MaxPurgeLag).min_dwell, |l| l.min_dwell);
+        policy.purge_rate.lag_step = if dwell.is_zero() {
+            interval
+        } else {
+            dwell + interval
+        };
 
         Ok(Config {
             server,

@@ -52,14 +52,18 @@
 //! per row changed. For D ≤ 5 ms that is a switch, on exactly while H > L and purge
 //! progresses. Each tick the policy sets
 //!
-//! L = B + b + max(0, min(ℓ(t + [`SCHEDULE_STEP_S`]), P − b − r · [`SCHEDULE_STEP_S`])),
+//! L = B + b + max(0, min(ℓ(t + s), P − b − r · s)),
 //!
-//! the history the schedule wants one step ahead (B the blocked history, which the
+//! the history the schedule wants s ahead (B the blocked history, which the
 //! server counts too; ℓ the stage's `Line` from the excess when it started to 0 at
-//! the deadline). The server then delays rows only while purge is behind
-//! schedule and stops within one batch once it has caught up: pulse-width control at
-//! the server's own rate, where innopilot samples once a second. With P ≤ b the lag
-//! is B + b, and the switch holds history at the budget.
+//! the deadline; s the time until the next lag may be set,
+//! [`PurgeRateConfig::lag_step`], one tick with the shipped settings). The server
+//! then delays rows only while purge is behind schedule and stops within one batch
+//! once it has caught up: pulse-width control at the server's own rate, where
+//! innopilot samples once a second. A lag that moves every tick spreads the on-time
+//! over each second; one that moved every 5 s made users run at half the median for
+//! 2–3 s and at full rate for 3 s ([`SCHEDULE_STEP_S`]). With P ≤ b the lag is B + b,
+//! and the switch holds history at the budget. (MySQL leads by [`SCHEDULE_STEP_S`].)
 //!
 //! The amplitude D (`innodb_max_purge_lag_delay`) need only be large enough that the
 //! inflow falls below purge's capacity while the switch is on. On MariaDB it starts at
@@ -108,9 +112,15 @@ use crate::signals::Signals;
 /// The smallest DML delay proposed, µs.
 pub const MIN_DELAY_US: u64 = 10;
 
-/// The threshold is the history the schedule wants this far ahead, s: the shipped
-/// `min_dwell` of `innodb_max_purge_lag`, so each lag covers the time until the next
-/// may be set.
+/// The schedule's unit, s. The amplitude's integral measures the schedule miss in
+/// this many seconds of drain (its gains were tuned against it), the time to go is
+/// never shorter, and on MySQL the threshold is the history the schedule wants this
+/// far ahead. On MariaDB the threshold leads by [`PurgeRateConfig::lag_step`] instead:
+/// one tick with the shipped settings. With a 5 s lead (before the twenty-ninth
+/// real-server run) each new lag was ~8 k undo logs below history in e's 45 s drain,
+/// the switch stayed on until purge had caught up, and users ran at about half the
+/// median for 2–3 s, then at full rate for 3 s (twenty-eighth run, repetition 2):
+/// the same drain, in pulses the size of the step.
 pub const SCHEDULE_STEP_S: f64 = 5.0;
 
 /// The amplitude grows by up to e^(this × s) while history is behind schedule
@@ -902,7 +912,15 @@ impl Policy for PurgeRate {
         // keeps its lead instead of being allowed back up to it.
         let excess = (p as f64 - budget as f64).max(0.0);
         let drain = excess / to_go;
-        let replanned = excess - drain * SCHEDULE_STEP_S;
+        // How far ahead the threshold leads: on MariaDB the time until the next lag may
+        // be set (one tick with the shipped settings), so the server's switch works off
+        // one tick's schedule at a time and a second with it on is followed by none with
+        // it off; on MySQL, whose delay ramps with history, the schedule's unit.
+        let lead_s = match flavor {
+            Flavor::MariaDb => self.cfg.lag_step.as_secs_f64().max(0.001),
+            Flavor::MySql => SCHEDULE_STEP_S,
+        };
+        let replanned = excess - drain * lead_s;
         let line = match (flavor, self.state.amp) {
             (Flavor::MySql, _) => None,
             (Flavor::MariaDb, Some(a)) => a.line,
@@ -912,7 +930,7 @@ impl Policy for PurgeRate {
                 due_ms,
             }),
         };
-        let step_ms = (SCHEDULE_STEP_S * 1000.0) as u64;
+        let step_ms = (lead_s * 1000.0) as u64;
         let ahead = match line {
             Some(l) => l.excess_at(s.t_ms.saturating_add(step_ms)).min(replanned),
             None => replanned,
@@ -938,10 +956,15 @@ impl Policy for PurgeRate {
         let in_effect = Self::delay_in_effect(input);
         let mut d_set = d;
         if let Some((cur_lag, cur_d)) = in_effect {
-            // Fewer SETs: a lag within one schedule step (or 0.2 %) of the wanted one,
-            // and a delay within 25 % (the integral moves it a few % a second; the
-            // switch does the fast control), stay.
-            let slack = ((drain * SCHEDULE_STEP_S) as u64).max(lag / 500);
+            // Fewer SETs: a lag within half a lead's drain on MariaDB (so that it moves
+            // each step), one on MySQL, or 0.2 %, of the wanted one, and a delay within
+            // 25 % (the integral moves it a few % a second; the switch does the fast
+            // control), stay.
+            let share = match flavor {
+                Flavor::MariaDb => 0.5,
+                Flavor::MySql => 1.0,
+            };
+            let slack = ((drain * lead_s * share) as u64).max(lag / 500);
             if cur_lag.abs_diff(lag) <= slack {
                 lag = cur_lag;
             }
@@ -974,7 +997,7 @@ impl Policy for PurgeRate {
         };
         let reason = format!(
             "{situation}: innodb_max_purge_lag {lag} (blocked {} + budget {budget} + the \
-             {ahead} of excess the schedule allows {SCHEDULE_STEP_S:.0} s ahead) and \
+             {ahead} of excess the schedule allows {lead_s:.0} s ahead) and \
              innodb_max_purge_lag_delay {d_set} µs; {formula}: at history {} that is {now} µs \
              per row changed, none once purge is back on schedule{capped}",
             est.blocked, est.history
@@ -1022,6 +1045,12 @@ pub struct PurgeRateConfig {
     pub quiet_dml_rate: f64,
     /// A read view must be at least this old to count as blocking purge.
     pub min_view_age: Duration,
+    /// Not a key of this section: the shortest time between two lags, which
+    /// [`crate::config::Config`] derives from `sampler.interval` and
+    /// `knobs.innodb_max_purge_lag.min_dwell` (the interval with no dwell, else the
+    /// dwell plus one interval, since the tick after the dwell may come a few
+    /// milliseconds early). On MariaDB the threshold leads the schedule by this much.
+    pub lag_step: Duration,
 }
 
 impl Default for PurgeRateConfig {
@@ -1037,6 +1066,7 @@ impl Default for PurgeRateConfig {
             threads_max_redo_fill_pct: 80.0,
             quiet_dml_rate: 100.0,
             min_view_age: Duration::from_secs(10),
+            lag_step: Duration::from_secs(1),
         }
     }
 }
@@ -1126,6 +1156,8 @@ impl PolicyKind for PurgeRate {
                 Duration::ZERO,
                 secs(3600),
             )?,
+            // Derived from [sampler] and [knobs] once the whole file is read.
+            lag_step: d.lag_step,
         })
     }
 
@@ -1182,6 +1214,10 @@ mod tests {
         /// Writes without COMMIT statements (sysbench's `oltp_update_*`): `Com_commit`
         /// stays at 0, and only MariaDB's transaction-id counter sees them.
         autocommit: bool,
+        /// Parts of a second the server's delay is re-evaluated in (1: once a second).
+        /// MariaDB re-evaluates it before every purge batch, milliseconds apart; more
+        /// parts show what a switch does within a second.
+        parts: u32,
     }
 
     impl Plant {
@@ -1200,6 +1236,7 @@ mod tests {
                 purge_cap: f64::INFINITY,
                 redo_age: 10,
                 autocommit: false,
+                parts: 1,
             }
         }
 
@@ -1220,22 +1257,30 @@ mod tests {
         /// One second with the knobs in effect; returns the sample at its end.
         fn step(&mut self, knobs: &KnobValues) -> Sample {
             let k = |knob| knobs.get(&knob).copied().unwrap_or(0);
-            let h = self.history();
-            self.delay = match self.flavor {
-                // MariaDB sets the delay only after a purge batch that handled pages.
-                Flavor::MariaDb if self.purgeable < 1.0 => 0,
-                f => dml_delay_us(f, h, k(Knob::MaxPurgeLag), k(Knob::MaxPurgeLagDelay), knobs),
-            };
-            let inflow = self.writers * 1e6 / (self.svc_us + self.delay as f64);
-            if self.view_since_ms.is_some() {
-                self.blocked += inflow;
-            } else {
-                self.purgeable += inflow;
+            let parts = self.parts.max(1) as f64;
+            let mut delay_sum = 0;
+            for _ in 0..self.parts.max(1) {
+                let h = self.history();
+                let delay = match self.flavor {
+                    // MariaDB sets the delay only after a purge batch that handled pages.
+                    Flavor::MariaDb if self.purgeable < 1.0 => 0,
+                    f => dml_delay_us(f, h, k(Knob::MaxPurgeLag), k(Knob::MaxPurgeLagDelay), knobs),
+                };
+                delay_sum += delay;
+                let inflow = self.writers * 1e6 / (self.svc_us + delay as f64) / parts;
+                if self.view_since_ms.is_some() {
+                    self.blocked += inflow;
+                } else {
+                    self.purgeable += inflow;
+                }
+                let capacity = (k(Knob::PurgeThreads).max(1) as f64 * self.per_thread)
+                    .min(self.purge_cap)
+                    / parts;
+                self.purgeable -= self.purgeable.min(capacity);
+                self.rows += inflow;
             }
-            let capacity =
-                (k(Knob::PurgeThreads).max(1) as f64 * self.per_thread).min(self.purge_cap);
-            self.purgeable -= self.purgeable.min(capacity);
-            self.rows += inflow;
+            // The mean over the second (the delay itself with one part).
+            self.delay = delay_sum / self.parts.max(1) as u64;
             self.t_ms += 1_000;
             Sample {
                 t_ms: self.t_ms,
@@ -1514,10 +1559,31 @@ mod tests {
     }
 
     /// On MariaDB the lag is the schedule itself: blocked + budget + the excess the
-    /// drain leaves 5 s ahead, so the server's per-batch switch is on exactly while
-    /// history is above it.
+    /// drain leaves one lag step (a tick with the shipped settings) ahead, so the
+    /// server's per-batch switch is on exactly while history is above it.
     #[test]
     fn mariadb_lag_is_the_schedule_one_step_ahead() {
+        // With a min_dwell on the lag, it leads by the dwell and the tick after it.
+        let caps = testkit::mariadb();
+        let base = baseline(4);
+        let mut s = signals_with(800_000, 1_000.0, None);
+        s.sample.threads_running = Some(9);
+        s.commit_rate = Some(10_000.0);
+        let c = crate::config::Config::parse(
+            "[knobs.innodb_max_purge_lag]\nmin_dwell = \"5s\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.policy.purge_rate.lag_step, Duration::from_secs(6));
+        let mut p = PurgeRate::new(PurgeRateConfig {
+            max_purge_threads: 0,
+            ..c.policy.purge_rate
+        });
+        let ps = decide(&mut p, &caps, &base, &s);
+        let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
+        assert_eq!(lag.value, 794_000, "{}", lag.reason);
+        assert!(lag.reason.contains("6 s ahead"), "{}", lag.reason);
+
         let mut p = PurgeRate::new(PurgeRateConfig {
             max_purge_threads: 0,
             ..PurgeRateConfig::default()
@@ -1530,10 +1596,10 @@ mod tests {
         let ps = decide(&mut p, &caps, &base, &s);
         let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
         let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
-        // excess 300 000 drains at 1 000/s: 5 s ahead it is 295 000.
+        // excess 300 000 drains at 1 000/s: one tick ahead it is 299 000.
         assert_eq!(
             (lag.value, lag.intent),
-            (795_000, Intent::Act),
+            (799_000, Intent::Act),
             "{}",
             lag.reason
         );
@@ -1543,12 +1609,12 @@ mod tests {
         assert_eq!(d.value, 100, "{}", d.reason);
         assert!(
             d.reason
-                .contains("innodb_max_purge_lag 795000 (blocked 0 + budget 500000 + the 295000"),
+                .contains("innodb_max_purge_lag 799000 (blocked 0 + budget 500000 + the 299000"),
             "{}",
             d.reason
         );
         assert_eq!(mariadb_dml_delay_us(800_000, lag.value, d.value), 100);
-        assert_eq!(mariadb_dml_delay_us(795_000, lag.value, d.value), 0);
+        assert_eq!(mariadb_dml_delay_us(799_000, lag.value, d.value), 0);
         // Within budget the lag is blocked + budget: the switch holds history there.
         let mut p = PurgeRate::new(PurgeRateConfig {
             max_purge_threads: 0,
@@ -1848,10 +1914,92 @@ mod tests {
                 "{i} s after the deadline: history {h}"
             );
         }
+        // The lag moves every tick of the drain and stays at the budget after it.
         assert!(
-            run.lp.applied.len() <= 120,
+            run.lp.applied.len() <= horizon as usize + 20,
             "{} SETs in 10 min",
             run.lp.applied.len()
+        );
+    }
+
+    /// Users' rate second by second while the excess drains, on a plant whose server
+    /// re-evaluates the switch twenty times a second (MariaDB: before every purge
+    /// batch). With the lag a tick ahead of the schedule the delay is spread over each
+    /// second; with it six seconds ahead (a 5 s min_dwell on the lag) the switch stays
+    /// on until purge has caught up with each new lag, then off: the twenty-eighth
+    /// real-server run's seconds at half the median, then at full rate.
+    #[test]
+    fn mariadb_lag_a_tick_ahead_spreads_the_delay_over_each_second() {
+        let horizon = 45;
+        let rates = |lag_step_s: u64| {
+            // 30 000 rows/s offered, 29 600 purged: the drain needs users at about
+            // 0.77 × their rate, and a stage starting at half a 70 % cost cap runs
+            // them at 0.46 × while the switch is on.
+            let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 7_400.0);
+            plant.purgeable = 800_000.0;
+            plant.parts = 20;
+            let cfg = PurgeRateConfig {
+                max_purge_threads: 0,
+                max_dml_slowdown_pct: 70.0,
+                drain_horizon: Duration::from_secs(horizon),
+                lag_step: Duration::from_secs(lag_step_s),
+                ..PurgeRateConfig::default()
+            };
+            let mut caps_cfg = crate::config::Config::default();
+            caps_cfg
+                .knobs
+                .get_mut(&Knob::MaxPurgeLag)
+                .unwrap()
+                .min_dwell = Duration::from_secs(lag_step_s - 1);
+            let mut run = Run::new(plant, testkit::mariadb(), 4, cfg);
+            run.lp.guard = crate::control::guard::Guard::new(
+                caps_cfg.knobs.clone(),
+                caps_cfg.control.max_sets_per_minute,
+            );
+            let mut rows = Vec::new();
+            let mut last = 0.0;
+            for _ in 0..(horizon as usize + 60) {
+                run.run(1);
+                rows.push(run.plant.rows - last);
+                last = run.plant.rows;
+            }
+            let first = run
+                .trace
+                .iter()
+                .position(|t| t.1 > 0)
+                .expect("no delay applied");
+            let undelayed = rows[first - 1];
+            // The drain's seconds, from the first delay to the deadline's neighbourhood.
+            let drain: Vec<f64> = rows[first..first + horizon as usize - 5]
+                .iter()
+                .map(|r| r / undelayed)
+                .collect();
+            let low = drain.iter().copied().fold(f64::INFINITY, f64::min);
+            let mean = drain.iter().sum::<f64>() / drain.len() as f64;
+            (low, mean, run.trace[first + horizon as usize + 10].0)
+        };
+        let (low1, mean1, end1) = rates(1);
+        let (low6, mean6, end6) = rates(6);
+        // The same drain (both at the budget after the deadline) at about the same mean
+        // rate …
+        for end in [end1, end6] {
+            assert!(
+                (480_000..=515_000).contains(&end),
+                "history {end} after the deadline"
+            );
+        }
+        assert!(
+            (mean1 - mean6).abs() < 0.05,
+            "mean rate {mean1:.2} against {mean6:.2}"
+        );
+        // … but a tick ahead no second falls far below it, six seconds ahead some do.
+        assert!(
+            low1 > mean1 - 0.1,
+            "lowest second {low1:.2}, mean {mean1:.2}"
+        );
+        assert!(
+            low6 < mean6 - 0.15,
+            "lowest second {low6:.2}, mean {mean6:.2}"
         );
     }
 
