@@ -995,9 +995,11 @@ impl Policy for PurgeRate {
             ),
             _ => String::new(),
         };
+        // Whole milliseconds: the sampler's interval may be a fraction of a second.
+        let lead = humantime::format_duration(Duration::from_millis(step_ms));
         let reason = format!(
             "{situation}: innodb_max_purge_lag {lag} (blocked {} + budget {budget} + the \
-             {ahead} of excess the schedule allows {lead_s:.0} s ahead) and \
+             {ahead} of excess the schedule allows {lead} ahead) and \
              innodb_max_purge_lag_delay {d_set} µs; {formula}: at history {} that is {now} µs \
              per row changed, none once purge is back on schedule{capped}",
             est.blocked, est.history
@@ -1582,7 +1584,7 @@ mod tests {
         let ps = decide(&mut p, &caps, &base, &s);
         let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
         assert_eq!(lag.value, 794_000, "{}", lag.reason);
-        assert!(lag.reason.contains("6 s ahead"), "{}", lag.reason);
+        assert!(lag.reason.contains("allows 6s ahead"), "{}", lag.reason);
 
         let mut p = PurgeRate::new(PurgeRateConfig {
             max_purge_threads: 0,
