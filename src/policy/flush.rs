@@ -79,6 +79,13 @@
 //!   only the fill itself at the target does.
 //! - **Back when idle.** Under `idle_fill_pct` (now and projected), a minute after the
 //!   last pressure, io_capacity_max is released to its baseline.
+//! - **Not below the baseline in a lull.** Below the target, a value under the baseline
+//!   (a batch lowered while users were held) goes back to the baseline at once, unless
+//!   users wait for free pages: there it is the page cleaner's pace, not a batch, and
+//!   kept it slows the flushing that makes room before the next peak (the fifth
+//!   real-server run's g: 200 after the burst, about 70 pages/s flushed on a device of
+//!   510, the fill climbing under the base load alone). At the target it comes back
+//!   under the device's ceiling before the async point.
 //! - **No DML delay.** Redo pressure is never handled by delaying DML: MariaDB applies
 //!   the purge-lag delay only while purge progresses and history is above the lag,
 //!   exactly when a read view ends (trx0purge.cc). The purge-rate policy alone owns
@@ -863,6 +870,22 @@ impl Flush {
                     "{situation} stays below {} %: innodb_io_capacity_max back to its baseline \
                      {base_max}",
                     self.cfg.idle_fill_pct
+                ),
+            )
+        } else if cur < base_max && !matches!(pressure.held_back, Some(HeldBack::FreePageWaits(_)))
+        {
+            // Below the target a value under the baseline is a batch left over from a
+            // peak (past the async point it is the batch size; lowered while users were
+            // held). Here it is the page cleaner's pace instead, io_capacity_max ·
+            // F^1.5 / 750, and held it starves the lull that makes room for the next
+            // peak: in the fifth real-server run's g, 200 after the burst flushed about
+            // 70 pages/s on a device of 510 and the fill climbed from 30 % under the
+            // base load alone. The defaults' page cleaner would run at the baseline.
+            (
+                base_max,
+                format!(
+                    "{situation} is below the target {} % and users are not held:                      innodb_io_capacity_max {cur} was the batch for the maximum checkpoint age,                      and here the page cleaner asks io_capacity_max · F^1.5 / 750, so held it                      would slow the flushing that makes room before the next peak: back to its                      baseline {base_max}",
+                    self.cfg.target_fill_pct
                 ),
             )
         } else {
@@ -1689,12 +1712,41 @@ mod tests {
         let ps = decide(&mut f, &caps, &cur, &signals(61, 0.80, 0.0, 330.0));
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!(m.value, 200, "{}", m.reason);
-        // Between the marks it stays capped; idle, it goes back to the baseline.
-        let ps = decide(&mut f, &caps, &cur, &signals(200, 0.5, 0.0, 300.0));
-        assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 200);
-        let ps = decide(&mut f, &caps, &cur, &signals(201, 0.1, 0.0, 100.0));
+        // Below the target, users no longer held, the batch is not kept as the page
+        // cleaner's pace: back to the baseline, so the lull makes room for the next
+        // peak (the defaults' page cleaner would run at 2 000 there too).
+        let ps = decide(&mut f, &caps, &cur, &signals(200, 0.5, 0.0, 70.0));
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
+        assert!(m.reason.contains("makes room"), "{}", m.reason);
+        // Back at the target the value comes down under the device's limit again
+        // before the async point, so the next peak's first batch is not 2 000.
+        cur.insert(Knob::IoCapacityMax, 2000);
+        let ps = decide(&mut f, &caps, &cur, &signals(202, 0.80, 0.01, 330.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert!(m.value <= 330, "{}", m.reason);
+        // Idle, it is the baseline.
+        let ps = decide(&mut f, &caps, &cur, &signals(400, 0.1, 0.0, 100.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
+    }
+
+    /// While users wait for free pages, a batch value below the target holds: more
+    /// background flushing would take the device from the LRU flushing they wait for.
+    #[test]
+    fn the_lull_release_waits_for_free_pages() {
+        let mut f = Flush::new(FlushConfig::default());
+        let caps = testkit::mariadb();
+        let cur = with(Knob::IoCapacityMax, 200);
+        let mut s = signals(1, 0.6, 0.01, 200.0);
+        s.free_page_wait_rate = Some(50.0);
+        let ps = decide(&mut f, &caps, &cur, &s);
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert_eq!(m.value, 200, "{}", m.reason);
+        assert!(m.reason.contains("free pages"), "{}", m.reason);
+        // Without the waits: the baseline.
+        let ps = decide(&mut f, &caps, &cur, &signals(2, 0.6, 0.0, 200.0));
+        assert_eq!(find(&ps, Knob::IoCapacityMax).unwrap().value, 2000);
     }
 
     /// The eleventh real-server run's g: the device showed 1 998 pages/s in a second
