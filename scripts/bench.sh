@@ -6,6 +6,8 @@
 #                               release build, results in bench/results/<UTC date>/; the
 #                               estimate is printed first and the run refuses to start
 #                               beyond --budget-min (120)
+#   scripts/bench.sh --scenarios h_repeated_bursts
+#                               opt-in: g with two bursts (about 5.3 min a run)
 #   scripts/bench.sh --quick    about a minute: one short legacy scenario, one repetition,
 #                               debug build, results in $CARGO_TARGET_DIR/bench-quick/ (CI)
 #
