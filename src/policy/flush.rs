@@ -884,7 +884,11 @@ impl Flush {
             (
                 base_max,
                 format!(
-                    "{situation} is below the target {} % and users are not held:                      innodb_io_capacity_max {cur} was the batch for the maximum checkpoint age,                      and here the page cleaner asks io_capacity_max · F^1.5 / 750, so held it                      would slow the flushing that makes room before the next peak: back to its                      baseline {base_max}",
+                    "{situation} is below the target {} % and users are not held: \
+                     innodb_io_capacity_max {cur} was the batch for the maximum checkpoint \
+                     age, and here the page cleaner asks io_capacity_max · F^1.5 / 750, so \
+                     held it would slow the flushing that makes room before the next peak: \
+                     back to its baseline {base_max}",
                     self.cfg.target_fill_pct
                 ),
             )
@@ -1719,6 +1723,7 @@ mod tests {
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
         assert!(m.reason.contains("makes room"), "{}", m.reason);
+        assert!(!m.reason.contains("  "), "one line of prose: {}", m.reason);
         // Back at the target the value comes down under the device's limit again
         // before the async point, so the next peak's first batch is not 2 000.
         cur.insert(Knob::IoCapacityMax, 2000);
