@@ -54,12 +54,16 @@ BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
-        "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noflush", "dryrun"]
+        "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "redo_static_innopilot",
+        "innopilot_noflush", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
-                  "innopilot_redo",
+                  "innopilot_redo", "redo_static_innopilot",
                   "innopilot_noflush", "dryrun"]
+# Arms whose own targets are printed besides the innopilot arm's (with their name as a
+# prefix), judged against the shipped budget.
+OWN_TARGET_ARMS = ["innopilot_redo", "redo_static_innopilot"]
 # The arms held to the threshold arm's history (THRESHOLD_LAG), whose targets are also
 # checked at that budget.
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t"]
@@ -86,6 +90,9 @@ ARM_DOC = {
     "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "
                          "an ablation, to tell the flush policy's effect from the purge policies'",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
+    "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
+                             "with innopilot run beside it, all default policies: what innopilot adds to the "
+                             "DBA's fix",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
 
@@ -96,7 +103,7 @@ DEFAULT_ARMS = {
     "e_purge_behind": ["defaults", "threshold", "innopilot"],
     "f_cold_view": ["defaults", "threshold", "watermark", "innopilot"],
     "g_checkpoint_stall": ["defaults", "redo_static", "innopilot", "innopilot_redo"],
-    "h_repeated_bursts": ["defaults", "redo_static", "innopilot_redo"],
+    "h_repeated_bursts": ["defaults", "redo_static", "innopilot", "innopilot_redo", "redo_static_innopilot"],
 }
 
 MiB = 1 << 20
@@ -712,7 +719,7 @@ def arm_server_args(arm, sc):
         return ["--innodb-purge-threads=1"]
     if arm == "threshold":
         return [f"--innodb-max-purge-lag={THRESHOLD_LAG}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
-    if arm == "redo_static":
+    if arm in ("redo_static", "redo_static_innopilot"):
         return [f"--innodb-log-file-size={REDO_STATIC_FACTOR * size_bytes(sc['redo'])}"]
     return []
 
@@ -1032,6 +1039,16 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
              zero_s=sum(1 for x in tps if x == 0),
              p99_ms=hist_pct(allh, 99) if allh else None, p999_ms=hist_pct(allh, 99.9) if allh else None,
              p99_of_p99=pct([r["p99"] for r in rows], 99))
+    # Repeated bursts (h): each burst and the 40 s after it (the stall outlasts the
+    # burst while the backlog is flushed), so the second can be told from the first.
+    for g in sc.get("segments") or []:
+        tag = g.get("tag", "")
+        if tag.startswith("burst") and tag[5:].isdigit():
+            w = [r["tps"] for r in rows if g["start"] < r["t"] <= g["start"] + g["dur"] + BURST_AFTER_S]
+            if w:
+                m[f"{tag}_tps"] = statistics.mean(w)
+                m[f"{tag}_zero_s"] = sum(1 for x in w if x == 0)
+                m[f"{tag}_under50_s"] = sum(1 for x in w if x < 50)
     if hists.get("before"):
         m["p99_before_ms"] = hist_pct(hists["before"], 99)
     if hists.get("after"):
@@ -1121,6 +1138,9 @@ def fmt(v, f="{:.0f}"):
 EXTRA_KEYS = ["drain_censored_s", "median_tps", "p99_before_ms", "after_below05_s", "hist_slope_after_act",
               "ip_first_set_s", "worst_ratio", "p99_of_p99", "stall_s"]
 
+# Seconds after a burst's end that still count as its own (repeated bursts, h).
+BURST_AFTER_S = 40
+
 METRIC_COLS = [
     ("mean_tps", "mean TPS", "{:.0f}"),
     ("below05_pct", "% s < 0.5×med", "{:.1f}"),
@@ -1132,6 +1152,12 @@ METRIC_COLS = [
     ("after_below07_s", "s < 0.7×med after view", "{:.0f}"),
     ("p99_after_ms", "p99 60 s after view ms", "{:.2f}"),
     ("overflow", "open-loop queue overflowed (runs)", "{:.0f}"),
+    ("burst1_tps", "burst 1 (+40 s) mean TPS", "{:.0f}"),
+    ("burst1_zero_s", "burst 1 s at 0", "{:.0f}"),
+    ("burst1_under50_s", "burst 1 s < 50 TPS", "{:.0f}"),
+    ("burst2_tps", "burst 2 (+40 s) mean TPS", "{:.0f}"),
+    ("burst2_zero_s", "burst 2 s at 0", "{:.0f}"),
+    ("burst2_under50_s", "burst 2 s < 50 TPS", "{:.0f}"),
     ("sync_waits", "sync flush waits", "{:.0f}"),
     ("free_waits", "free-page waits", "{:.0f}"),
     ("hist_slope", "history slope /s", "{:.0f}"),
@@ -1308,7 +1334,7 @@ def legacy_targets(s, sc, med, add):
 ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
-              "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf",
+              "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noflush": "#ff7f0e", "dryrun": "#bcbd22"}
 
 
@@ -1686,6 +1712,10 @@ def write_outputs(a, results, meta, show=False):
             if arm in summ[sc] and meta["scenarios"][sc].get("check"):
                 targets[sc] += [dict(t, target=f"[{arm}] {t['target']}")
                                 for t in check_targets(summ, sc, meta["scenarios"][sc], arm, THRESHOLD_LAG)]
+        for arm in OWN_TARGET_ARMS:
+            if arm in summ[sc] and meta["scenarios"][sc].get("check"):
+                targets[sc] += [dict(t, target=f"[{arm}] {t['target']}")
+                                for t in check_targets(summ, sc, meta["scenarios"][sc], arm)]
     valid = {sc: validity(summ, sc, meta["scenarios"][sc]) for sc in summ}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(dict(meta=meta, runs=results, summary=summ, targets=targets, validity=valid), f, indent=1,

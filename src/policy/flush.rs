@@ -93,10 +93,13 @@
 //! - **Redo headroom** (opt-in `redo_resize`; the knob's `manage` must be true too).
 //!   When f has stayed at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
 //!   age) for `redo_grow_after` (20 s), the grow is armed; it is proposed at the first
-//!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: doubling the
+//!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: growing the
 //!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
-//!   8.0.30) within the disk budget `redo_max_size` and the recovery-time bound. When f
-//!   stays under `redo_shrink_fill_pct` for `redo_shrink_after`, it goes back.
+//!   8.0.30) to the size that would have held the episode under the target
+//!   ([`redo_capacity_for`]: the redo its demand would have added while users were held
+//!   at the maximum), at least double, within the disk budget `redo_max_size` and the
+//!   recovery-time bound. When f stays under `redo_shrink_fill_pct` for
+//!   `redo_shrink_after`, it goes back.
 //!
 //! **What a resize at 100 % fill does** (MariaDB `log0log.cc` `log_t::resize_start()`,
 //! `log_t::write_checkpoint()`). `resize_start` creates ib_logfile101 at the new size,
@@ -285,6 +288,56 @@ pub fn recovery_age_bound(
     (rest * REDO_APPLY_BYTES_PER_S).max(pool_pages / pages_per_byte)
 }
 
+/// A fill trend at or below this (fraction of the sync point per second) is a lull.
+/// Pinned at the maximum checkpoint age the trend is noise around 0 (the thirty-first
+/// real-server run's h grew "in a lull" of −0.0 %/s at 100 % fill), and only a fill
+/// that really falls has a smaller age to flush before the resize is adopted.
+const LULL_TREND: f64 = -0.001;
+
+/// The redo capacity (bytes) that would have kept a pressure episode's age at
+/// `target_share` of the sync point, given what was measured in it: the episode's
+/// demand (`demand_bps`, the highest redo write rate seen from the tick before the
+/// fill reached the target), how long the fill stayed at the maximum checkpoint age
+/// (`held_s`) and the redo written meanwhile (`written`). At the maximum the age cannot
+/// grow: the checkpoint paces the writes, and what users would have written beyond
+/// that, `demand_bps · held_s − written`, is the age the episode lacked. With it the
+/// peak age is the sync point plus that deficit; the capacity whose sync point holds
+/// it at the target share is that over the share, scaled by the flavor's capacity per
+/// byte of sync point (`capacity / sync_point`: MariaDB ≈ 1 / 0.8, MySQL ≈ 1 / 0.83).
+///
+/// It over-counts on purpose: the seconds the fill stays pinned after the load has
+/// gone (the backlog being flushed) count at the demand rate too. The disk budget and
+/// the recovery bound cap the result. `None` when the geometry is unknown.
+pub fn redo_capacity_for(
+    sync_point: f64,
+    capacity: f64,
+    demand_bps: f64,
+    held_s: f64,
+    written: f64,
+    target_share: f64,
+) -> Option<f64> {
+    if !(sync_point > 0.0 && capacity > 0.0 && target_share > 0.0) {
+        return None;
+    }
+    let deficit = (demand_bps.max(0.0) * held_s.max(0.0) - written.max(0.0)).max(0.0);
+    let v = (sync_point + deficit) / target_share * (capacity / sync_point);
+    v.is_finite().then_some(v)
+}
+
+/// What a pressure episode (fill at or above the target) has shown, for the size of
+/// the redo grow.
+#[derive(Debug, Clone, Copy, Default)]
+struct Episode {
+    /// The highest redo write rate seen, bytes/s, from the tick before the episode.
+    demand_bps: f64,
+    /// Seconds at or above `redo_grow_fill_pct` (the maximum checkpoint age).
+    held_s: f64,
+    /// Redo written over those seconds, bytes.
+    written: f64,
+    /// The last tick counted (ms).
+    t_ms: u64,
+}
+
 /// This tick's verdict on flushing pressure.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pressure {
@@ -357,6 +410,11 @@ struct State {
     armed_at: Option<u64>,
     /// Since when fill has been below `redo_shrink_fill_pct` (ms).
     low_since: Option<u64>,
+    /// The pressure episode the redo grow is sized from.
+    episode: Option<Episode>,
+    /// The last tick's redo write rate (bytes/s): an episode's demand starts from the
+    /// rate before the fill reached the target.
+    lsn_prev: Option<f64>,
     /// Since when the projection alone has been at or above the target (ms).
     proj_since: Option<u64>,
     /// Last time flushing was under pressure (fill or projection at the target), ms.
@@ -1001,6 +1059,28 @@ impl Flush {
         } else {
             None
         };
+        // The episode's measurements, for the size of the grow.
+        let target = self.cfg.target_fill_pct / 100.0;
+        let lsn = s.lsn_rate.filter(|r| r.is_finite() && *r >= 0.0);
+        if fill >= target {
+            let e = self.state.episode.get_or_insert(Episode {
+                demand_bps: self.state.lsn_prev.unwrap_or(0.0),
+                t_ms: t,
+                ..Episode::default()
+            });
+            let dt = t.saturating_sub(e.t_ms) as f64 / 1000.0;
+            e.t_ms = t;
+            if let Some(r) = lsn {
+                e.demand_bps = e.demand_bps.max(r);
+                if fill >= grow {
+                    e.held_s += dt;
+                    e.written += r * dt;
+                }
+            }
+        } else {
+            self.state.episode = None;
+        }
+        self.state.lsn_prev = lsn;
         let held = |since: Option<u64>| since.map_or(0, |x| t.saturating_sub(x));
         let high_ms = held(self.state.high_since);
         if high_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
@@ -1024,16 +1104,53 @@ impl Flush {
         let mib = |b: u64| format!("{} MiB", b >> 20);
         if let Some(armed) = self.state.armed_at {
             let waited = t.saturating_sub(armed);
-            let lull = trend < 0.0;
+            let lull = trend <= LULL_TREND;
             let timed_out = waited >= self.cfg.redo_lull_wait.as_millis() as u64;
             if lull || timed_out {
                 let bound = self.recovery_bound(s);
                 let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
+                let r = &s.sample.redo;
+                let episode = self.state.episode.unwrap_or_default();
+                // The knob in effect is the capacity (the SET returns only once the
+                // server has adopted the new file).
+                let need = match r.sync_point {
+                    Some(sp) => redo_capacity_for(
+                        sp as f64,
+                        cur as f64,
+                        episode.demand_bps,
+                        episode.held_s,
+                        episode.written,
+                        target,
+                    ),
+                    _ => None,
+                };
+                let want = need
+                    .unwrap_or(0.0)
+                    .max(cur as f64 * 2.0)
+                    .min((u64::MAX >> 2) as f64) as u64;
                 // Whole MiB: both servers want the size in whole blocks.
-                let v = (cur.saturating_mul(2).min(limit) >> 20) << 20;
+                let v = (want.min(limit) >> 20) << 20;
                 if let (Some(b), true) = (bound, v > cur) {
                     self.state.armed_at = None;
                     self.state.high_since = None;
+                    // The next episode is measured afresh; the demand seen stays.
+                    self.state.episode = Some(Episode {
+                        demand_bps: episode.demand_bps,
+                        t_ms: t,
+                        ..Episode::default()
+                    });
+                    let sized = match need {
+                        Some(n) if n > cur as f64 * 2.0 && episode.held_s > 0.0 => format!(
+                            "users asked {:.1} MB/s of redo and wrote {:.1} MB/s over {:.0} s at \
+                             the maximum: {} holds that episode under the target {} %",
+                            episode.demand_bps / 1e6,
+                            episode.written / episode.held_s / 1e6,
+                            episode.held_s,
+                            mib(n as u64),
+                            self.cfg.target_fill_pct
+                        ),
+                        _ => "double the size (the episode's measured need is no more)".into(),
+                    };
                     let when = if lull {
                         format!("the fill is falling ({}/s): a lull", pct(trend))
                     } else {
@@ -1044,8 +1161,8 @@ impl Flush {
                     };
                     let reason = format!(
                         "redo fill {} stayed at or above {} % for {} with flushing at what the \
-                         device sustains, and {when}: more redo headroom, {knob} {} → {} (disk \
-                         budget {}, recovery budget {} allows {})",
+                         device sustains, and {when}: more redo headroom, {knob} {} → {}; \
+                         {sized} (disk budget {}, recovery budget {} allows {})",
                         pct(fill),
                         self.cfg.redo_grow_fill_pct,
                         humantime::format_duration(self.cfg.redo_grow_after),
@@ -2098,6 +2215,80 @@ mod tests {
         assert!(p.reason.contains("no lull came within 30s"), "{}", p.reason);
     }
 
+    /// The grow is sized to the episode: users wrote 16 MB/s until the fill reached
+    /// the maximum, then 2 MB/s while held there, so the log lacked 14 MB/s of age for
+    /// every second at the maximum; doubling would hold about 4 s of that.
+    #[test]
+    fn redo_grows_to_the_episode_it_measured() {
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(resize_config());
+        let mut cur = with(Knob::IoCapacityMax, 4000);
+        cur.insert(Knob::LogFileSize, 100 << 20);
+        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
+            lsn_rate: Some(lsn),
+            ..signals(t, fill, trend, 2_000.0)
+        };
+        // The burst: under the target, then past it, at 16 MB/s.
+        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
+            decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
+        }
+        let mut grown = None;
+        for t in 4..=60 {
+            let ps = decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6));
+            // (Above its baseline the size in effect is held every tick.)
+            if let Some(p) = find(&ps, Knob::LogFileSize).filter(|p| p.value != 100 << 20) {
+                grown = Some((t, p.clone()));
+                break;
+            }
+        }
+        let (t, p) = grown.expect("a redo resize");
+        // Armed at 24 s (20 s at the maximum), no lull: 30 s later.
+        assert_eq!(t, 54, "{}", p.reason);
+        // 51 s held: (80 MiB + (16 − 2) MB/s × 51 s) / 0.75 × 100 / 80.
+        let need =
+            redo_capacity_for(80.0 * MIB, 100.0 * MIB, 16e6, 51.0, 2e6 * 51.0, 0.75).unwrap();
+        assert!((need / MIB - 1268.2).abs() < 1.0, "{need}");
+        assert_eq!(p.value, (need as u64 >> 20) << 20, "{}", p.reason);
+        assert!(
+            p.reason
+                .contains("users asked 16.0 MB/s of redo and wrote 2.0 MB/s over 51 s"),
+            "{}",
+            p.reason
+        );
+        // The disk budget caps it.
+        let mut f = Flush::new(FlushConfig {
+            redo_max_bytes: 512 << 20,
+            ..resize_config()
+        });
+        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
+            decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
+        }
+        let v = (4..=60)
+            .find_map(|t| {
+                find(
+                    &decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6)),
+                    Knob::LogFileSize,
+                )
+                .map(|p| p.value)
+                .filter(|v| *v != 100 << 20)
+            })
+            .expect("a redo resize");
+        assert_eq!(v, 512 << 20);
+    }
+
+    /// Pinned at the maximum the trend is noise around 0: no lull in it.
+    #[test]
+    fn no_lull_at_a_pinned_fill() {
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(resize_config());
+        let cur = with(Knob::IoCapacityMax, 4000);
+        for t in 0..=24 {
+            decide(&mut f, &caps, &cur, &signals(t, 1.0, 0.0, 2_000.0));
+        }
+        let ps = decide(&mut f, &caps, &cur, &signals(25, 1.0, -0.000_01, 2_000.0));
+        assert!(find(&ps, Knob::LogFileSize).is_none());
+    }
+
     /// Armed, the grow prefers the first lull (fill falling): a resize at 100 % fill
     /// takes effect only once the checkpoint passes the LSN of the SET.
     #[test]
@@ -2344,6 +2535,22 @@ mod tests {
             plant.stalled_s > 0,
             "precondition: the device cannot keep up"
         );
+    }
+
+    proptest! {
+        /// The grow's size grows with the deficit and never falls below what holds the
+        /// sync point itself at the target.
+        #[test]
+        fn redo_capacity_for_is_monotone(
+            demand in 0.0f64..1e9, held in 0.0f64..600.0, written in 0.0f64..1e11,
+            more in 0.0f64..1e8,
+        ) {
+            let a = redo_capacity_for(80.0 * MIB, 100.0 * MIB, demand, held, written, 0.75).unwrap();
+            let b = redo_capacity_for(80.0 * MIB, 100.0 * MIB, demand + more, held, written, 0.75)
+                .unwrap();
+            prop_assert!(b >= a);
+            prop_assert!(a >= 100.0 * MIB / 0.75 - 1.0);
+        }
     }
 
     proptest! {
