@@ -1106,7 +1106,14 @@ impl Flush {
             let waited = t.saturating_sub(armed);
             let lull = trend <= LULL_TREND;
             let timed_out = waited >= self.cfg.redo_lull_wait.as_millis() as u64;
-            if lull || timed_out {
+            // Users held at the maximum: the server is flushing every page older than
+            // now already, and the larger file is adopted at the first checkpoint past
+            // the SET's LSN, which the end of the stall brings. Later is worse: the
+            // thirty-second real-server run's h sent it as the stall ended (the lull
+            // wait) and the checkpoint, having jumped to just before that LSN, then
+            // crept under the base load for 84 s, into the next burst.
+            let pinned = s.users_held == Some(true);
+            if lull || timed_out || pinned {
                 let bound = self.recovery_bound(s);
                 let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
                 let r = &s.sample.redo;
@@ -1151,7 +1158,12 @@ impl Flush {
                         ),
                         _ => "double the size (the episode's measured need is no more)".into(),
                     };
-                    let when = if lull {
+                    let when = if pinned {
+                        "users are held at the maximum checkpoint age, where the server flushes \
+                         every older page anyway: the larger file comes with the checkpoint \
+                         that ends the stall"
+                            .to_string()
+                    } else if lull {
                         format!("the fill is falling ({}/s): a lull", pct(trend))
                     } else {
                         format!(
@@ -2274,6 +2286,26 @@ mod tests {
             })
             .expect("a redo resize");
         assert_eq!(v, 512 << 20);
+    }
+
+    /// With users held at the maximum the grow goes ahead as soon as it is armed: the
+    /// larger file comes with the checkpoint that ends the stall.
+    #[test]
+    fn redo_grows_at_once_while_users_are_held() {
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(resize_config());
+        let cur = with(Knob::IoCapacityMax, 4000);
+        let mut grown = None;
+        for t in 0..=60 {
+            let ps = decide(&mut f, &caps, &cur, &held(t, 1.0, 0.0, 2_000.0));
+            if let Some(p) = find(&ps, Knob::LogFileSize) {
+                grown = Some((t, p.clone()));
+                break;
+            }
+        }
+        let (t, p) = grown.expect("a redo resize");
+        assert_eq!(t, 20, "{}", p.reason);
+        assert!(p.reason.contains("users are held"), "{}", p.reason);
     }
 
     /// Pinned at the maximum the trend is noise around 0: no lull in it.
