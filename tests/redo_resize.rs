@@ -214,3 +214,135 @@ async fn a_resize_is_adopted_once_the_checkpoint_passes_it_and_blocks_only_its_s
         after.max_age
     );
 }
+
+/// Waits until the checkpoint age is above half its maximum under the load.
+async fn age_above_half(db: &MariaDb, t0: Instant, load: &common::LoadHandle) -> Poll {
+    let mut p = poll(db, t0, load.updates()).await;
+    while p.lsn - p.checkpoint_lsn < p.max_age / 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the checkpoint age did not reach half its maximum in 120 s: {p:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p = poll(db, t0, load.updates()).await;
+    }
+    p
+}
+
+/// The seam the control loop relies on so that a resize does not stop it
+/// (`Server::start_set`, `Controller::settle_in_flight`): the SET runs on a session of
+/// its own and `start_set` returns before the server is done, the sampling connection
+/// keeps answering meanwhile, and the returned future finishes with the size read back.
+/// And what innopilot does when it stops during a resize (`Controller::stop_in_flight`):
+/// `KILL QUERY` on that session makes MariaDB abandon the resize
+/// (`innodb_log_file_size_update()` in ha_innodb.cc calls `log_t::resize_abort()` when
+/// the statement is killed): the SET answers OK with the old size read back, the size
+/// stays and `ib_logfile101` is gone. The loop audits such an answer as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_resize_leaves_sampling_free_and_stops_with_kill_query() {
+    const FROM: u64 = 32 * MIB;
+    const TO: u64 = 64 * MIB;
+    const ABANDONED: u64 = 96 * MIB;
+    let db = MariaDb::builder()
+        .buffer_pool_size("128M")
+        .log_file_size("32M")
+        .args([
+            "--innodb-io-capacity=100",
+            "--innodb-io-capacity-max=100",
+            "--innodb-max-dirty-pages-pct=90",
+        ])
+        .start();
+    db.prepare_table(200_000).await;
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.expect("probe");
+    let load = db.spawn_update_load(4);
+    let t0 = Instant::now();
+
+    // 1. Started, not finished: the sampling connection answers meanwhile.
+    age_above_half(&db, t0, &load).await;
+    let asked = Instant::now();
+    let pending = server
+        .start_set(Knob::LogFileSize, TO)
+        .await
+        .expect("the resize starts");
+    let returned_after = asked.elapsed();
+    assert!(
+        pending.session_id.is_some(),
+        "the resize's session is known, to stop it"
+    );
+    let task = tokio::spawn(pending.set);
+    let mut samples_during = 0;
+    while !task.is_finished() {
+        let s = server
+            .sample()
+            .await
+            .expect("a sample while the resize runs");
+        if !task.is_finished() {
+            samples_during += 1;
+            assert_eq!(
+                s.redo.capacity,
+                Some(FROM),
+                "the size before the server adopts the new file"
+            );
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(240),
+            "the resize did not end in 240 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let readback = task.await.expect("the task").expect("the resize");
+    let finished_after = asked.elapsed();
+    eprintln!(
+        "start_set returned after {returned_after:?}; the resize ended after \
+         {finished_after:?}; {samples_during} samples on the sampling connection meanwhile"
+    );
+    assert_eq!(readback, TO, "read back on the resize's own session");
+    assert!(
+        samples_during >= 2,
+        "the resize took {finished_after:?}: too short to show sampling during it"
+    );
+    assert!(
+        returned_after < finished_after / 2,
+        "start_set returned after {returned_after:?} of a {finished_after:?} resize: it \
+         waited for the server"
+    );
+
+    // 2. Stopped with KILL QUERY: abandoned.
+    age_above_half(&db, t0, &load).await;
+    let pending = server
+        .start_set(Knob::LogFileSize, ABANDONED)
+        .await
+        .expect("the second resize starts");
+    let id = pending.session_id.expect("its session");
+    let task = tokio::spawn(pending.set);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !task.is_finished(),
+        "the second resize ended within 0.5 s: nothing left to stop"
+    );
+    server.kill_query(id).await.expect("KILL QUERY");
+    let outcome = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the killed resize returns within 30 s")
+        .expect("the task");
+    let stats = load.stop().await;
+    // MariaDB answers it with OK: the statement ends, the size read back is the old one.
+    assert_eq!(
+        outcome.expect("the killed resize's answer"),
+        TO,
+        "the killed resize read back another size than the one before it"
+    );
+    let s = server.sample().await.expect("a sample after the kill");
+    assert_eq!(
+        s.redo.capacity,
+        Some(TO),
+        "the abandoned resize changed the size"
+    );
+    assert!(
+        !db.datadir().join("ib_logfile101").exists(),
+        "the abandoned resize left ib_logfile101 behind"
+    );
+    assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
+}

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::control::state::{StateFile, StateStore};
-use crate::server::{Knob, KnobValues, Server, ServerError};
+use crate::server::{Knob, KnobValues, PendingSet, Server, ServerError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActuatorError {
@@ -149,19 +149,58 @@ impl Actuator {
         if self.dry_run {
             return Ok(Applied { readback: value });
         }
-        self.state.record_set(knob, value, now_unix_ms);
-        self.state.clean = false;
-        self.persist(now_unix_ms)
-            .map_err(|source| ActuatorError::State { knob, source })?;
+        self.record_intent(knob, value, now_unix_ms)?;
         let readback = server.set_knob(knob, value).await?;
+        self.settle(knob, value, readback, now_unix_ms)
+    }
+
+    /// Starts setting a blocking knob ([`Knob::is_blocking`], a redo resize): records
+    /// the intent in the state file first, as [`Actuator::apply`] does, and returns the
+    /// SET under way, which the caller finishes and hands to [`Actuator::settle`].
+    /// Dry-run: nothing to start (`None`).
+    pub async fn start<S: Server>(
+        &mut self,
+        server: &mut S,
+        knob: Knob,
+        value: u64,
+        now_unix_ms: u64,
+    ) -> Result<Option<PendingSet>, ActuatorError> {
+        if self.dry_run {
+            return Ok(None);
+        }
+        self.record_intent(knob, value, now_unix_ms)?;
+        Ok(Some(server.start_set(knob, value).await?))
+    }
+
+    /// What a SET read back. The server may have adjusted the value (e.g. clamped it):
+    /// what is really in effect is remembered, so it is not mistaken for an operator's
+    /// change.
+    pub fn settle(
+        &mut self,
+        knob: Knob,
+        value: u64,
+        readback: u64,
+        now_unix_ms: u64,
+    ) -> Result<Applied, ActuatorError> {
         if readback != value {
-            // The server adjusted the value (e.g. clamped it): remember what is really
-            // in effect, so it is not mistaken for an operator's change.
             self.state.last_set.insert(knob, readback);
             self.persist(now_unix_ms)
                 .map_err(|source| ActuatorError::State { knob, source })?;
         }
         Ok(Applied { readback })
+    }
+
+    /// The state file says what is about to be set before the server hears of it.
+    fn record_intent(
+        &mut self,
+        knob: Knob,
+        value: u64,
+        now_unix_ms: u64,
+    ) -> Result<(), ActuatorError> {
+        self.state.record_set(knob, value, now_unix_ms);
+        self.state.clean = false;
+        self.persist(now_unix_ms)
+            .map_err(|source| ActuatorError::State { knob, source })
     }
 
     /// Knobs whose value innopilot changed and that are not operator-owned: what a

@@ -20,14 +20,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::config::{Config, OnServerLost};
-use crate::control::actuator::{order_changes, Actuator, ActuatorError};
+use crate::control::actuator::{order_changes, Actuator, ActuatorError, Applied};
 use crate::control::audit::{
     compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
 };
@@ -144,6 +144,16 @@ pub struct Stats {
     pub decisions: u64,
 }
 
+/// The output of a future that is already over, without waiting: the simulator's and a
+/// replay's SETs are, and must be audited in the tick that made them.
+fn poll_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
 fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -164,6 +174,20 @@ pub fn release_path(state_file: &std::path::Path) -> PathBuf {
 }
 
 /// The controller: one server, one loop.
+/// A blocking SET under way ([`Server::start_set`]): what to audit when it ends.
+struct InFlight {
+    knob: Knob,
+    from: u64,
+    to: u64,
+    notes: Vec<String>,
+    decision: crate::policy::arbiter::Decision,
+    /// The signals it was decided on (its audit record's).
+    signals: Signals,
+    /// The session running it, to stop it if innopilot stops first.
+    session_id: Option<u64>,
+    task: tokio::task::JoinHandle<Result<u64, ServerError>>,
+}
+
 pub struct Controller<S: Server> {
     server: S,
     cfg: Config,
@@ -179,6 +203,9 @@ pub struct Controller<S: Server> {
     expected: KnobValues,
     /// SETs whose outcome is unknown (connection cut mid-SET): (before, intended).
     uncertain: BTreeMap<Knob, (u64, u64)>,
+    /// A blocking SET (a redo resize) under way on a session of its own, finished by a
+    /// later tick ([`Controller::settle_in_flight`]).
+    in_flight: Option<InFlight>,
     /// Dry-run: the live values last seen, to notice an operator's change.
     last_live: KnobValues,
     /// The transaction whose read view blocks purge, as last reported.
@@ -346,6 +373,7 @@ impl<S: Server> Controller<S> {
             gave_up: false,
             just_reconnected: false,
             last_reject: BTreeMap::new(),
+            in_flight: None,
             last_signals: None,
             report: TickReport::default(),
             stats: Stats::default(),
@@ -499,6 +527,7 @@ impl<S: Server> Controller<S> {
         self.stats.ticks += 1;
         self.last_tick_at = Some(Instant::now());
         self.check_release_requests();
+        self.settle_in_flight(None).await?;
         if self.caps.is_none() {
             match self.server.probe().await {
                 Ok(caps) => {
@@ -642,6 +671,10 @@ impl<S: Server> Controller<S> {
         let mut overridden = Vec::new();
         for (knob, &seen) in live {
             if !self.cfg.limits(*knob).manage || self.guard.is_operator_owned(*knob) {
+                continue;
+            }
+            // A resize under way shows the old size until the server adopts the new one.
+            if self.in_flight.as_ref().is_some_and(|f| f.knob == *knob) {
                 continue;
             }
             if let Some((before, intended)) = self.uncertain.remove(knob) {
@@ -824,54 +857,209 @@ impl<S: Server> Controller<S> {
                 }
             }
             self.stats.decisions += 1;
-            match self
+            if knob.is_blocking() && !self.opts.dry_run {
+                self.start_blocking(knob, from, to, notes, d, signals)
+                    .await?;
+                continue;
+            }
+            let result = self
                 .actuator
                 .apply(&mut self.server, knob, to, signals.sample.unix_ms)
-                .await
-            {
-                Ok(applied) => {
-                    self.guard.record_applied(signals.t_ms, knob);
-                    self.expected.insert(knob, applied.readback);
-                    let outcome = if self.opts.dry_run {
-                        Outcome::DryRun
-                    } else {
-                        self.stats.sets_applied += 1;
-                        Outcome::Applied
-                    };
-                    let ev = decision_event(
-                        &d,
-                        from,
-                        to,
-                        !self.opts.dry_run,
-                        (!self.opts.dry_run).then_some(applied.readback),
-                        outcome,
-                        d.winner.reason.clone(),
-                        notes,
-                        signals,
-                    );
-                    self.emit(ev);
-                }
-                Err(ActuatorError::State { source, .. }) => {
-                    let reason = format!("state file not writable: {source}");
-                    self.emit(failed_event(&d, from, to, reason, notes, signals));
-                    self.telemetry.count_error("state_file");
-                    return Err(ControlError::State(source));
-                }
-                Err(ActuatorError::Server(e)) => {
-                    self.stats.sets_failed += 1;
-                    self.telemetry.count_server_error(&e);
-                    // The SET may or may not have happened: the next sample's value
-                    // decides, before any further decision on this knob.
-                    self.uncertain.insert(knob, (from, to));
-                    let reason = format!("{}: {e}", d.winner.reason);
-                    self.emit(failed_event(&d, from, to, reason, notes, signals));
-                    if e.is_connection_lost() {
-                        return self.connection_lost(e);
-                    }
-                }
+                .await;
+            self.finish_change(knob, from, to, notes, &d, signals, result, true)?;
+            if self.caps.is_none() {
+                // The connection was lost: nothing more this tick.
+                return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// Audits a change's outcome and updates what innopilot expects in effect.
+    /// `on_sampling_connection`: the SET ran on the connection the loop samples with,
+    /// so a lost connection there is the loop's.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_change(
+        &mut self,
+        knob: Knob,
+        from: u64,
+        to: u64,
+        notes: Vec<String>,
+        d: &crate::policy::arbiter::Decision,
+        signals: &Signals,
+        result: Result<Applied, ActuatorError>,
+        on_sampling_connection: bool,
+    ) -> Result<(), ControlError> {
+        match result {
+            Ok(applied) => {
+                self.guard.record_applied(signals.t_ms, knob);
+                self.expected.insert(knob, applied.readback);
+                let outcome = if self.opts.dry_run {
+                    Outcome::DryRun
+                } else {
+                    self.stats.sets_applied += 1;
+                    Outcome::Applied
+                };
+                let ev = decision_event(
+                    d,
+                    from,
+                    to,
+                    !self.opts.dry_run,
+                    (!self.opts.dry_run).then_some(applied.readback),
+                    outcome,
+                    d.winner.reason.clone(),
+                    notes,
+                    signals,
+                );
+                self.emit(ev);
+                Ok(())
+            }
+            Err(ActuatorError::State { source, .. }) => {
+                let reason = format!("state file not writable: {source}");
+                self.emit(failed_event(d, from, to, reason, notes, signals));
+                self.telemetry.count_error("state_file");
+                Err(ControlError::State(source))
+            }
+            Err(ActuatorError::Server(e)) => {
+                self.stats.sets_failed += 1;
+                self.telemetry.count_server_error(&e);
+                // The SET may or may not have happened: the next sample's value
+                // decides, before any further decision on this knob.
+                self.uncertain.insert(knob, (from, to));
+                self.expected.insert(knob, from);
+                let reason = format!("{}: {e}", d.winner.reason);
+                self.emit(failed_event(d, from, to, reason, notes, signals));
+                if on_sampling_connection && e.is_connection_lost() {
+                    return self.connection_lost(e);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts a blocking SET (a redo resize) on a session of its own and goes on: the
+    /// loop samples and decides while the server works, and a later tick audits the
+    /// outcome ([`Controller::settle_in_flight`]). A SET that is over at once (the
+    /// simulator, a refused connection) is audited now.
+    async fn start_blocking(
+        &mut self,
+        knob: Knob,
+        from: u64,
+        to: u64,
+        notes: Vec<String>,
+        d: crate::policy::arbiter::Decision,
+        signals: &Signals,
+    ) -> Result<(), ControlError> {
+        if self.in_flight.is_some() {
+            // One at a time; the knob's own dwell normally sees to it.
+            return Ok(());
+        }
+        let started = self
+            .actuator
+            .start(&mut self.server, knob, to, signals.sample.unix_ms)
+            .await;
+        let mut pending = match started {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
+            Err(e) => return self.finish_change(knob, from, to, notes, &d, signals, Err(e), true),
+        };
+        if let Some(result) = poll_now(&mut pending.set) {
+            let result = result
+                .map_err(ActuatorError::Server)
+                .and_then(|rb| self.actuator.settle(knob, to, rb, now_unix_ms()));
+            return self.finish_change(knob, from, to, notes, &d, signals, result, false);
+        }
+        // Under way: the dwell counts from now, and the policies see the value asked
+        // for, so that they do not ask again.
+        self.guard.record_applied(signals.t_ms, knob);
+        self.expected.insert(knob, to);
+        tracing::info!(%knob, from, to, "started on a session of its own; sampling goes on meanwhile");
+        self.in_flight = Some(InFlight {
+            knob,
+            from,
+            to,
+            notes,
+            decision: d,
+            signals: signals.clone(),
+            session_id: pending.session_id,
+            task: tokio::spawn(pending.set),
+        });
+        Ok(())
+    }
+
+    /// Audits a blocking SET that has ended; with `wait`, waits that long for it first.
+    async fn settle_in_flight(&mut self, wait: Option<Duration>) -> Result<(), ControlError> {
+        let Some(f) = self.in_flight.as_mut() else {
+            return Ok(());
+        };
+        if wait.is_none() && !f.task.is_finished() {
+            // Let it run: a loop whose server answers at once (the simulator) never
+            // waits, and a single-threaded runtime would otherwise never poll it.
+            tokio::task::yield_now().await;
+        }
+        let joined = match wait {
+            None if !f.task.is_finished() => return Ok(()),
+            None => (&mut f.task).await,
+            Some(w) => match tokio::time::timeout(w, &mut f.task).await {
+                Ok(j) => j,
+                Err(_) => return Ok(()),
+            },
+        };
+        let Some(f) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let result = match joined {
+            // MariaDB answers a resize it abandoned (the statement stopped by `KILL
+            // QUERY` or by its max_statement_time) with OK and the old size
+            // (tests/redo_resize.rs).
+            Ok(Ok(readback)) if readback == f.from && f.to != f.from => {
+                Err(ActuatorError::Server(ServerError::Query {
+                    what: "resizing the redo log",
+                    message: format!(
+                        "the server ended it with {} still {readback}: abandoned (stopped, \
+                         or past server.resize_timeout)",
+                        f.knob
+                    ),
+                }))
+            }
+            Ok(Ok(readback)) => self.actuator.settle(f.knob, f.to, readback, now_unix_ms()),
+            Ok(Err(e)) => Err(ActuatorError::Server(e)),
+            Err(e) => Err(ActuatorError::Server(ServerError::Unexpected {
+                what: "a redo resize",
+                detail: e.to_string(),
+            })),
+        };
+        self.finish_change(
+            f.knob,
+            f.from,
+            f.to,
+            f.notes,
+            &f.decision,
+            &f.signals,
+            result,
+            false,
+        )
+    }
+
+    /// At exit: a blocking SET still under way is stopped (`KILL QUERY` on its session;
+    /// MariaDB then abandons the resize, `log_t::resize_abort()`), so that innopilot
+    /// does not leave a resize behind it, and its outcome is audited.
+    async fn stop_in_flight(&mut self, wait: Duration) {
+        let Some(id) = self.in_flight.as_ref().map(|f| f.session_id) else {
+            return;
+        };
+        if let Some(id) = id {
+            if let Err(e) = self.server.kill_query(id).await {
+                tracing::warn!("cannot stop the redo resize under way (session {id}): {e}");
+            }
+        }
+        if let Err(e) = self.settle_in_flight(Some(wait)).await {
+            tracing::warn!("{e}");
+        }
+        if let Some(f) = self.in_flight.take() {
+            f.task.abort();
+            tracing::warn!(knob = %f.knob, "a resize to {} was still under way at exit", f.to);
+        }
     }
 
     async fn restore(&mut self, trigger: RestoreTrigger, live: &KnobValues) -> bool {
@@ -905,6 +1093,8 @@ impl<S: Server> Controller<S> {
         if !self.opts.dry_run {
             let limit = self.cfg.control.restore_timeout;
             let attempt = async {
+                // Bounded by the same limit: the resize is stopped, not waited for.
+                self.stop_in_flight(limit / 2).await;
                 if self.caps.is_none() {
                     if let Ok(c) = self.server.probe().await {
                         self.caps = Some(c);

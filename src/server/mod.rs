@@ -270,6 +270,26 @@ impl std::fmt::Debug for HistoryWait {
     }
 }
 
+/// A `SET GLOBAL` of a blocking knob ([`Knob::is_blocking`]) under way on a session of
+/// its own ([`Server::start_set`]). It holds nothing of the server it came from.
+pub struct PendingSet {
+    /// The session running it, where there is one: [`Server::kill_query`] on it stops
+    /// the statement, and MariaDB then abandons the resize (`log_t::resize_abort()`).
+    pub session_id: Option<u64>,
+    /// Resolves to the value read back once the server has finished it.
+    pub set: Pin<Box<dyn Future<Output = Result<u64, ServerError>> + Send + 'static>>,
+}
+
+impl PendingSet {
+    /// A SET that is already over.
+    pub fn done(result: Result<u64, ServerError>) -> Self {
+        PendingSet {
+            session_id: None,
+            set: Box::pin(std::future::ready(result)),
+        }
+    }
+}
+
 /// What innopilot needs from a server. Implemented by the live connection
 /// ([`mysql::LiveServer`]), the simulator and recordings ([`recording`]); nothing else
 /// in the crate talks SQL. The first four are what the control loop uses; the rest
@@ -293,6 +313,20 @@ pub trait Server: Send {
         knob: Knob,
         value: u64,
     ) -> impl Future<Output = Result<u64, ServerError>> + Send;
+
+    /// Starts a `SET GLOBAL` of a blocking knob ([`Knob::is_blocking`]) and returns what
+    /// finishes it. A redo resize returns only once a checkpoint has passed the LSN at
+    /// which it began (tens of seconds at a full redo on a slow device): the live server
+    /// runs it on a connection of its own, so the loop samples and decides meanwhile.
+    /// The default finishes it first with [`Server::set_knob`] (the simulator and a
+    /// replay answer at once).
+    fn start_set(
+        &mut self,
+        knob: Knob,
+        value: u64,
+    ) -> impl Future<Output = Result<PendingSet, ServerError>> + Send {
+        async move { Ok(PendingSet::done(self.set_knob(knob, value).await)) }
+    }
 
     /// Global variables or status values by innopilot's own constant names:
     /// lower-cased name → value as text (booleans as ON/OFF). Names the server does not

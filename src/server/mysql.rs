@@ -28,7 +28,8 @@ use super::sample::{
     EXTRA_VARIABLE_NAMES, METRIC_NAMES, STATUS_NAMES,
 };
 use super::{
-    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, PendingSet, Server, ServerError,
+    SessionInfo,
 };
 
 /// How to talk to the server.
@@ -185,6 +186,80 @@ fn execute<'a>(
     sqlx::Executor::execute(conn, sql)
 }
 
+/// A query's error as innopilot reports it, secrets redacted from the server's message.
+fn query_error(target: &ConnectTarget, what: &'static str, e: sqlx::Error) -> ServerError {
+    let message = target.redact(&e.to_string());
+    match &e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::PoolClosed => {
+            ServerError::Lost { what, message }
+        }
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // 42000 with 1227/1142-style messages: privilege problems.
+            Some("42000") if message.contains("denied") || message.contains("privilege") => {
+                ServerError::Denied {
+                    what,
+                    message,
+                    hint: "grant the privilege named in the message to innopilot's account",
+                }
+            }
+            // Server gone away / lost during query.
+            Some("08S01") | Some("HY000")
+                if message.contains("gone away") || message.contains("Lost connection") =>
+            {
+                ServerError::Lost { what, message }
+            }
+            _ => ServerError::Query { what, message },
+        },
+        _ => ServerError::Query { what, message },
+    }
+}
+
+/// A blocking knob's `SET GLOBAL` on its own connection (opened with the resize timeout
+/// as its statement timeout, so the server stops it too), then its read-back there.
+/// Owns everything it uses: [`Server::start_set`] hands it to the loop to finish.
+async fn run_blocking_set(
+    mut conn: MySqlConnection,
+    target: ConnectTarget,
+    knob: Knob,
+    value: u64,
+    after: Duration,
+    read_timeout: Duration,
+) -> Result<u64, ServerError> {
+    // The name comes from the allowlist and the value is a typed integer.
+    let set = format!("SET GLOBAL {} = {}", knob.var_name(), value);
+    match tokio::time::timeout(after, execute(&mut conn, &set)).await {
+        Err(_) => {
+            return Err(ServerError::Timeout {
+                what: "resizing the redo log",
+                after,
+            })
+        }
+        Ok(Err(e)) => return Err(query_error(&target, "resizing the redo log", e)),
+        Ok(Ok(_)) => {}
+    }
+    let get = format!("SELECT CAST(@@GLOBAL.{} AS CHAR)", knob.var_name());
+    let rows = match tokio::time::timeout(read_timeout, fetch_all(&mut conn, &get)).await {
+        Err(_) => {
+            return Err(ServerError::Timeout {
+                what: "reading back a SET GLOBAL",
+                after: read_timeout,
+            })
+        }
+        Ok(Err(e)) => return Err(query_error(&target, "reading back a SET GLOBAL", e)),
+        Ok(Ok(rows)) => rows,
+    };
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        Box::pin(conn.close()) as BoxFut<'_, _>,
+    )
+    .await;
+    let raw = rows.first().and_then(|r| col(r, 0)).unwrap_or_default();
+    parse_u64(&raw).map_err(|e| ServerError::Unexpected {
+        what: "reading back a SET GLOBAL",
+        detail: format!("{knob}: {e}"),
+    })
+}
+
 fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -278,30 +353,71 @@ impl LiveServer {
     }
 
     fn query_error(&self, what: &'static str, e: sqlx::Error) -> ServerError {
-        let message = self.target.redact(&e.to_string());
-        match &e {
-            sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::PoolClosed => {
-                ServerError::Lost { what, message }
-            }
-            sqlx::Error::Database(db) => match db.code().as_deref() {
-                // 42000 with 1227/1142-style messages: privilege problems.
-                Some("42000") if message.contains("denied") || message.contains("privilege") => {
-                    ServerError::Denied {
-                        what,
-                        message,
-                        hint: "grant the privilege named in the message to innopilot's account",
-                    }
-                }
-                // Server gone away / lost during query.
-                Some("08S01") | Some("HY000")
-                    if message.contains("gone away") || message.contains("Lost connection") =>
-                {
-                    ServerError::Lost { what, message }
-                }
-                _ => ServerError::Query { what, message },
-            },
-            _ => ServerError::Query { what, message },
+        query_error(&self.target, what, e)
+    }
+
+    /// Whether `knob` may be set on this server, from the capability table.
+    fn check_settable(&self, knob: Knob) -> Result<(), ServerError> {
+        match self.caps()?.knob(knob) {
+            Some(c) if c.settable() => Ok(()),
+            Some(c) => Err(ServerError::NotSettable {
+                knob,
+                why: c.note.clone(),
+            }),
+            None => Err(ServerError::NotSettable {
+                knob,
+                why: "not in the capability table".into(),
+            }),
         }
+    }
+
+    /// `SET GLOBAL` of a knob that returns at once, on the sampling connection, and its
+    /// read-back.
+    async fn set_plain(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+        self.check_settable(knob)?;
+        // The name comes from the allowlist and the value is a typed integer: nothing
+        // a user or the server supplied is ever spliced into SQL.
+        let set = format!("SET GLOBAL {} = {}", knob.var_name(), value);
+        self.fetch("SET GLOBAL", &set).await?;
+        let get = format!("SELECT CAST(@@GLOBAL.{} AS CHAR)", knob.var_name());
+        let rows = self.fetch("reading back a SET GLOBAL", &get).await?;
+        let raw = rows.first().and_then(|r| col(r, 0)).unwrap_or_default();
+        parse_u64(&raw).map_err(|e| ServerError::Unexpected {
+            what: "reading back a SET GLOBAL",
+            detail: format!("{knob}: {e}"),
+        })
+    }
+
+    /// Opens the blocking knob's own connection and returns its SET, not yet run.
+    async fn start_blocking(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        self.check_settable(knob)?;
+        let after = self.opts.resize_timeout;
+        let mut conn = self.open_connection(after).await?;
+        // Its session, so that it can be stopped (`KILL QUERY`) if innopilot stops
+        // first. A server-supplied integer, parsed as one.
+        let session_id = match tokio::time::timeout(
+            self.opts.query_timeout,
+            fetch_all(&mut conn, "SELECT CONNECTION_ID()"),
+        )
+        .await
+        {
+            Ok(Ok(rows)) => rows
+                .first()
+                .and_then(|r| col(r, 0))
+                .and_then(|v| parse_u64(&v).ok()),
+            _ => None,
+        };
+        Ok(PendingSet {
+            session_id,
+            set: Box::pin(run_blocking_set(
+                conn,
+                self.target.clone(),
+                knob,
+                value,
+                after,
+                self.opts.query_timeout,
+            )),
+        })
     }
 
     async fn connection(&mut self) -> Result<MySqlConnection, ServerError> {
@@ -689,49 +805,20 @@ impl Server for LiveServer {
     }
 
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
-        let caps = self.caps()?;
-        let cap = caps.knob(knob).cloned();
-        match cap {
-            Some(c) if c.settable() => {}
-            Some(c) => return Err(ServerError::NotSettable { knob, why: c.note }),
-            None => {
-                return Err(ServerError::NotSettable {
-                    knob,
-                    why: "not in the capability table".into(),
-                })
-            }
-        }
-        // The name comes from the allowlist and the value is a typed integer: nothing
-        // a user or the server supplied is ever spliced into SQL.
-        let set = format!("SET GLOBAL {} = {}", knob.var_name(), value);
         if knob.is_blocking() {
-            let after = self.opts.resize_timeout;
-            let mut conn = self.open_connection(after).await?;
-            match tokio::time::timeout(after, execute(&mut conn, &set)).await {
-                Err(_) => {
-                    return Err(ServerError::Timeout {
-                        what: "resizing the redo log",
-                        after,
-                    })
-                }
-                Ok(Err(e)) => return Err(self.query_error("resizing the redo log", e)),
-                Ok(Ok(_)) => {}
-            }
-            let _ = tokio::time::timeout(
-                Duration::from_secs(1),
-                Box::pin(conn.close()) as BoxFut<'_, _>,
-            )
-            .await;
-        } else {
-            self.fetch("SET GLOBAL", &set).await?;
+            return self.start_blocking(knob, value).await?.set.await;
         }
-        let get = format!("SELECT CAST(@@GLOBAL.{} AS CHAR)", knob.var_name());
-        let rows = self.fetch("reading back a SET GLOBAL", &get).await?;
-        let raw = rows.first().and_then(|r| col(r, 0)).unwrap_or_default();
-        parse_u64(&raw).map_err(|e| ServerError::Unexpected {
-            what: "reading back a SET GLOBAL",
-            detail: format!("{knob}: {e}"),
-        })
+        self.set_plain(knob, value).await
+    }
+
+    /// A blocking knob's SET runs on a connection of its own, opened here (so a refused
+    /// connection is this call's error) and finished by the returned future; any other
+    /// knob is set at once.
+    async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        if knob.is_blocking() {
+            return self.start_blocking(knob, value).await;
+        }
+        Ok(PendingSet::done(self.set_plain(knob, value).await))
     }
 
     async fn read_globals(
@@ -796,7 +883,7 @@ impl Server for LiveServer {
 
     async fn kill_query(&mut self, session_id: u64) -> Result<(), ServerError> {
         let sql = format!("KILL QUERY {session_id}");
-        self.fetch("stopping the purge wait (KILL QUERY)", &sql)
+        self.fetch("stopping a statement of innopilot's own (KILL QUERY)", &sql)
             .await
             .map(|_| ())
     }

@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 
 use super::sample::Sample;
 use super::{
-    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, PendingSet, Server, ServerError,
+    SessionInfo,
 };
 
 /// The format version this build writes and reads.
@@ -191,6 +192,10 @@ impl<S: Server> Server for RecordingServer<S> {
 
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.inner.set_knob(knob, value).await
+    }
+
+    async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        self.inner.start_set(knob, value).await
     }
 
     fn instance(&self) -> Option<String> {

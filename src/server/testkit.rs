@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Capabilities, Knob, KnobValues, Sample, Server, ServerError};
+use super::{Capabilities, Knob, KnobValues, PendingSet, Sample, Server, ServerError};
 
 /// Passes calls through to `inner`, except that the next `probe` or `sample` takes the
 /// front of its script: `None` passes through, `Some(true)` fails as a lost connection,
@@ -63,5 +63,9 @@ impl<S: Server> Server for Scripted<S> {
 
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.inner.set_knob(knob, value).await
+    }
+
+    async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        self.inner.start_set(knob, value).await
     }
 }

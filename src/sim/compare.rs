@@ -634,3 +634,157 @@ impl fmt::Display for CompareTable {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::control::audit::Outcome;
+    use crate::server::{Capabilities, Knob, KnobValues, PendingSet, Sample, ServerError};
+
+    /// A resize under way: its knob and value, samples still to go, where to answer.
+    type Resizing = (
+        Knob,
+        u64,
+        u32,
+        tokio::sync::oneshot::Sender<Result<u64, ServerError>>,
+    );
+
+    /// The simulator, except that a blocking knob's SET ends only after `samples` more
+    /// samples, as a real resize ends only with a checkpoint. A loop that waited for
+    /// it would take no sample meanwhile, and the SET fails after 5 s.
+    struct SlowResize {
+        inner: SimServer,
+        samples: u32,
+        /// The server abandons each resize: OK, with the old size read back.
+        abandon: bool,
+        pending: Option<Resizing>,
+        /// Samples taken while each resize was under way.
+        during: Arc<Mutex<Vec<u32>>>,
+    }
+
+    impl Server for SlowResize {
+        async fn probe(&mut self) -> Result<Capabilities, ServerError> {
+            self.inner.probe().await
+        }
+
+        async fn sample(&mut self) -> Result<Sample, ServerError> {
+            if let Some((_, _, left, _)) = self.pending.as_mut() {
+                if let Some(n) = self.during.lock().unwrap().last_mut() {
+                    *n += 1;
+                }
+                if *left == 0 {
+                    let (knob, value, _, tx) = self.pending.take().unwrap();
+                    let r = if self.abandon {
+                        let now = self.inner.read_knobs().await?;
+                        Ok(now[&knob])
+                    } else {
+                        self.inner.set_knob(knob, value).await
+                    };
+                    let _ = tx.send(r);
+                } else {
+                    *left -= 1;
+                }
+            }
+            self.inner.sample().await
+        }
+
+        async fn read_knobs(&mut self) -> Result<KnobValues, ServerError> {
+            self.inner.read_knobs().await
+        }
+
+        async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+            self.inner.set_knob(knob, value).await
+        }
+
+        async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+            if !knob.is_blocking() {
+                return Ok(PendingSet::done(self.inner.set_knob(knob, value).await));
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.pending = Some((knob, value, self.samples, tx));
+            self.during.lock().unwrap().push(0);
+            Ok(PendingSet {
+                session_id: None,
+                set: Box::pin(async move {
+                    match tokio::time::timeout(Duration::from_secs(5), rx).await {
+                        Ok(Ok(r)) => r,
+                        _ => Err(ServerError::Unexpected {
+                            what: "a test resize",
+                            detail: "the loop took no sample while it ran".into(),
+                        }),
+                    }
+                }),
+            })
+        }
+    }
+
+    /// A redo resize does not stop the loop (`Server::start_set`): while the server
+    /// works on it the controller goes on sampling, and audits the resize as applied
+    /// once it has ended.
+    fn slow_resize_run(abandon: bool) -> (Vec<TickDecision>, Vec<u32>) {
+        let scenario = Scenario::named("checkpoint_stall").unwrap();
+        let peer = Peer::named("innopilot_redo").unwrap();
+        let handle = SimServer::new(model_for(&scenario, &peer, 1));
+        let during = Arc::new(Mutex::new(Vec::new()));
+        let server = SlowResize {
+            inner: handle.clone(),
+            samples: 10,
+            abandon,
+            pending: None,
+            during: during.clone(),
+        };
+        let decisions =
+            drive_controller(server, &handle, peer.config().unwrap(), "slow-resize").unwrap();
+        let during = during.lock().unwrap().clone();
+        (decisions, during)
+    }
+
+    #[test]
+    fn the_loop_samples_while_a_resize_runs() {
+        let (decisions, during) = slow_resize_run(false);
+        let resizes: Vec<&TickDecision> = decisions
+            .iter()
+            .filter(|d| d.knob == Knob::LogFileSize)
+            .collect();
+        assert!(
+            !during.is_empty(),
+            "the simulator's innopilot_redo grew no redo in checkpoint_stall: {resizes:?}"
+        );
+        assert!(
+            during.iter().all(|n| *n >= 10),
+            "samples while each resize ran: {during:?}"
+        );
+        let applied = resizes
+            .iter()
+            .filter(|d| d.outcome == Outcome::Applied && d.to > d.from)
+            .count();
+        assert_eq!(
+            applied,
+            during.len(),
+            "each resize audited as applied once it ended: {resizes:?}"
+        );
+    }
+
+    /// A resize the server abandoned (stopped, or past its time limit) answers OK with
+    /// the old size: audited as failed, and innopilot expects the old size again.
+    #[test]
+    fn an_abandoned_resize_is_audited_as_failed() {
+        let (decisions, during) = slow_resize_run(true);
+        assert!(!during.is_empty(), "no resize started");
+        let first = decisions
+            .iter()
+            .find(|d| d.knob == Knob::LogFileSize)
+            .expect("the resize's record");
+        assert_eq!(first.outcome, Outcome::Failed, "{first:?}");
+        assert!(first.reason.contains("abandoned"), "{}", first.reason);
+        assert!(
+            !decisions
+                .iter()
+                .any(|d| d.knob == Knob::LogFileSize && d.reason.contains("outside innopilot")),
+            "the old size read as an operator's change: {decisions:?}"
+        );
+    }
+}
