@@ -173,7 +173,6 @@ pub fn release_path(state_file: &std::path::Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// The controller: one server, one loop.
 /// A blocking SET under way ([`Server::start_set`]): what to audit when it ends.
 struct InFlight {
     knob: Knob,
@@ -188,6 +187,7 @@ struct InFlight {
     task: tokio::task::JoinHandle<Result<u64, ServerError>>,
 }
 
+/// The controller: one server, one loop.
 pub struct Controller<S: Server> {
     server: S,
     cfg: Config,

@@ -1118,6 +1118,25 @@ impl Flush {
                 let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
                 let r = &s.sample.redo;
                 let episode = self.state.episode.unwrap_or_default();
+                // Sent at once while users are held, the episode is not over: it counts
+                // as lasting the lull wait it no longer waits, at the rates measured so
+                // far, so it is sized as the wait would have sized it, only sooner (the
+                // thirty-third real-server run's h: sized on its first 22 s at the
+                // maximum it asked 544 MiB, and the next burst filled that).
+                let extra_s = if pinned && !lull && !timed_out {
+                    self.cfg
+                        .redo_lull_wait
+                        .saturating_sub(Duration::from_millis(waited))
+                        .as_secs_f64()
+                } else {
+                    0.0
+                };
+                let (held_s, written) = if episode.held_s > 0.0 {
+                    let h = episode.held_s + extra_s;
+                    (h, episode.written * h / episode.held_s)
+                } else {
+                    (0.0, 0.0)
+                };
                 // The knob in effect is the capacity (the SET returns only once the
                 // server has adopted the new file).
                 let need = match r.sync_point {
@@ -1125,8 +1144,8 @@ impl Flush {
                         sp as f64,
                         cur as f64,
                         episode.demand_bps,
-                        episode.held_s,
-                        episode.written,
+                        held_s,
+                        written,
                         target,
                     ),
                     _ => None,
@@ -1146,10 +1165,15 @@ impl Flush {
                         t_ms: t,
                         ..Episode::default()
                     });
+                    let counted = if extra_s > 0.0 {
+                        format!(", counted as {held_s:.0} s (the lull wait it skips)")
+                    } else {
+                        String::new()
+                    };
                     let sized = match need {
                         Some(n) if n > cur as f64 * 2.0 && episode.held_s > 0.0 => format!(
                             "users asked {:.1} MB/s of redo and wrote {:.1} MB/s over {:.0} s at \
-                             the maximum: {} holds that episode under the target {} %",
+                             the maximum{counted}: {} holds that episode under the target {} %",
                             episode.demand_bps / 1e6,
                             episode.written / episode.held_s / 1e6,
                             episode.held_s,
@@ -2306,6 +2330,37 @@ mod tests {
         let (t, p) = grown.expect("a redo resize");
         assert_eq!(t, 20, "{}", p.reason);
         assert!(p.reason.contains("users are held"), "{}", p.reason);
+        // Sized as the 30 s lull wait would have sized it: 21 s held so far (from the
+        // tick that reached the maximum), counted as 51 s. Users asked 16 MB/s before the wall and write 2 MB/s at it.
+        let mut f = Flush::new(resize_config());
+        let mut cur = with(Knob::IoCapacityMax, 4000);
+        cur.insert(Knob::LogFileSize, 100 << 20);
+        let at = |t: u64, fill: f64, lsn: f64| Signals {
+            lsn_rate: Some(lsn),
+            ..held(t, fill, 0.0, 2_000.0)
+        };
+        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
+            decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
+        }
+        let p = (4..=60)
+            .find_map(|t| {
+                find(
+                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
+                    Knob::LogFileSize,
+                )
+                .filter(|p| p.value != 100 << 20)
+                .cloned()
+            })
+            .expect("a redo resize");
+        let need =
+            redo_capacity_for(80.0 * MIB, 100.0 * MIB, 16e6, 51.0, 2e6 * 51.0, 0.75).unwrap();
+        assert_eq!(p.value, (need as u64 >> 20) << 20, "{}", p.reason);
+        assert!(
+            p.reason
+                .contains("over 21 s at the maximum, counted as 51 s"),
+            "{}",
+            p.reason
+        );
     }
 
     /// Pinned at the maximum the trend is noise around 0: no lull in it.
