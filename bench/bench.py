@@ -54,16 +54,16 @@ BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
-        "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "redo_static_innopilot",
-        "innopilot_noflush", "dryrun"]
+        "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
+        "redo_static_innopilot", "innopilot_noflush", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
-                  "innopilot_redo", "redo_static_innopilot",
+                  "innopilot_redo", "innopilot_noresize", "redo_static_innopilot",
                   "innopilot_noflush", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "redo_static_innopilot"]
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "redo_static_innopilot"]
 # The arms held to the threshold arm's history (THRESHOLD_LAG), whose targets are also
 # checked at that budget.
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t"]
@@ -89,7 +89,10 @@ ARM_DOC = {
                              "drain serves more transactions",
     "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "
                          "an ablation, to tell the flush policy's effect from the purge policies'",
-    "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size managed)",
+    "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size "
+                      "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
+    "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
+                          "the shipped configuration until 2026-11-26",
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
                              "with innopilot run beside it, all default policies: what innopilot adds to the "
                              "DBA's fix",
@@ -102,8 +105,10 @@ ARM_DOC = {
 DEFAULT_ARMS = {
     "e_purge_behind": ["defaults", "threshold", "innopilot"],
     "f_cold_view": ["defaults", "threshold", "watermark", "innopilot"],
-    "g_checkpoint_stall": ["defaults", "redo_static", "innopilot", "innopilot_redo"],
-    "h_repeated_bursts": ["defaults", "redo_static", "innopilot", "innopilot_redo", "redo_static_innopilot"],
+    # innopilot resizes the redo by default since 2026-11-26: innopilot_noresize is the
+    # configuration shipped before.
+    "g_checkpoint_stall": ["defaults", "redo_static", "innopilot_noresize", "innopilot"],
+    "h_repeated_bursts": ["defaults", "redo_static", "innopilot_noresize", "innopilot", "redo_static_innopilot"],
 }
 
 MiB = 1 << 20
@@ -605,6 +610,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
+    if arm == "innopilot_noresize":
+        lines += ["[policy.flush]", "redo_resize = false", ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -1335,6 +1342,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728"
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
+              "innopilot_noresize": "#6baed6",
               "innopilot_noflush": "#ff7f0e", "dryrun": "#bcbd22"}
 
 

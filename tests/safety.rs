@@ -38,6 +38,10 @@ high_pct = 12.0
 max_purge_threads = 4
 hysteresis_pct = 0.5
 engage_fill_pct = 0.0
+
+# Managed by default; not here, so a state file asking to resize it is refused.
+[knobs.innodb_log_file_size]
+manage = false
 "#;
 
 async fn loaded(db: &MariaDb) -> common::LoadHandle {
@@ -164,7 +168,7 @@ async fn tampered_state_is_refused_and_the_server_left_as_it_is() {
     let forms: [(&str, u64, &str); 4] = [
         // Within the server's range, outside [knobs.innodb_purge_threads] max = 4.
         ("innodb_purge_threads", 32, "configured bounds"),
-        // manage = false by default: a 1 GiB redo resize.
+        // manage = false in this configuration: a 1 GiB redo resize.
         ("innodb_log_file_size", 1 << 30, "manage = false"),
         // A 10 s DML delay: outside the default bounds (100 ms).
         (

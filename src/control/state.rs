@@ -717,8 +717,10 @@ mod tests {
             (IoCapacity, u64::MAX, "range any server accepts"),
             // Within the server's range, beyond the configured bounds (100 ms).
             (MaxPurgeLagDelay, 10_000_000, "configured bounds"),
-            // Not managed by default: a redo resize.
-            (LogFileSize, 1 << 30, "manage = false"),
+            // Not managed by default: a redo resize on MySQL.
+            (RedoLogCapacity, 1 << 30, "manage = false"),
+            // Managed, beyond the configured bounds (4 GiB).
+            (LogFileSize, 8 << 30, "configured bounds"),
         ];
         for (knob, base, why) in cases {
             let s = state(&[(knob, base)], &[(knob, hard_range(knob).0.max(200))]);

@@ -90,7 +90,8 @@
 //!   the purge-lag delay only while purge progresses and history is above the lag,
 //!   exactly when a read view ends (trx0purge.cc). The purge-rate policy alone owns
 //!   the DML-delay pair.
-//! - **Redo headroom** (opt-in `redo_resize`; the knob's `manage` must be true too).
+//! - **Redo headroom** (`redo_resize`, on by default; the knob's `manage` must be true
+//!   too, which it is by default for MariaDB's innodb_log_file_size only).
 //!   When f has stayed at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
 //!   age) for `redo_grow_after` (20 s), the grow is armed; it is proposed at the first
 //!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: growing the
@@ -1334,7 +1335,7 @@ pub struct FlushConfig {
     /// Above this fill and still rising, the flushing need estimate has failed:
     /// io_capacity_max probes upward ×`raise_factor` instead.
     pub probe_fill_pct: f64,
-    /// Opt-in: grow the redo log at sustained peaks, shrink it back when quiet.
+    /// Grow the redo log at sustained peaks, shrink it back when quiet (on by default).
     pub redo_resize: bool,
     /// The fill that counts as "at the maximum checkpoint age" …
     pub redo_grow_fill_pct: f64,
@@ -1365,7 +1366,7 @@ impl Default for FlushConfig {
             raise_factor: 1.5,
             device_headroom: 2.0,
             probe_fill_pct: 95.0,
-            redo_resize: false,
+            redo_resize: true,
             redo_grow_fill_pct: 95.0,
             redo_grow_after: Duration::from_secs(20),
             redo_lull_wait: Duration::from_secs(30),
@@ -2429,8 +2430,11 @@ mod tests {
             }
         }
         assert_eq!(back, Some((1800, 64 << 20)));
-        // Opt-in: nothing without redo_resize, nor where the knob is read-only.
-        let mut f = Flush::new(FlushConfig::default());
+        // Nothing without redo_resize, nor where the knob is read-only.
+        let mut f = Flush::new(FlushConfig {
+            redo_resize: false,
+            ..FlushConfig::default()
+        });
         let ps = decide(&mut f, &caps, &cur, &signals(1, 0.1, 0.0, 100.0));
         assert!(find(&ps, Knob::LogFileSize).is_none());
         let mut f = Flush::new(resize_config());
@@ -2663,7 +2667,13 @@ mod tests {
                 }
                 for p in &ps {
                     prop_assert!(p.knob != Knob::MaxPurgeLagDelay && p.knob != Knob::MaxPurgeLag);
-                    prop_assert!(p.knob != Knob::LogFileSize && p.knob != Knob::RedoLogCapacity);
+                    // The redo is resized by default: never below the DBA's size, never
+                    // beyond the disk budget.
+                    if p.knob == Knob::LogFileSize || p.knob == Knob::RedoLogCapacity {
+                        let base = baseline()[&p.knob];
+                        prop_assert!(p.value >= base, "{} below the baseline {}", p.value, base);
+                        prop_assert!(p.value <= FlushConfig::default().redo_max_bytes);
+                    }
                 }
             }
         }
