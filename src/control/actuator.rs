@@ -226,19 +226,27 @@ impl Actuator {
     }
 
     /// Restores the baseline for every knob innopilot changed, except `skip`
-    /// (operator-owned). The caller bounds the whole call with the restore timeout.
+    /// (operator-owned), of one kind: the knobs whose SET returns at once (`blocking`
+    /// false), or the redo resizes, which return only with a checkpoint (true). Two
+    /// calls, so that the caller records the first kind before it waits for the
+    /// second; it bounds them with the restore timeout.
     pub async fn restore<S: Server>(
         &mut self,
         server: &mut S,
         live: &KnobValues,
         skip: &BTreeSet<Knob>,
+        blocking: bool,
         now_unix_ms: u64,
     ) -> Vec<Restored> {
         let mut out = Vec::new();
         if self.dry_run {
             return out;
         }
-        for (knob, from, to) in self.pending_restore(live, skip) {
+        let pending = self.pending_restore(live, skip);
+        for (knob, from, to) in pending
+            .into_iter()
+            .filter(|c| c.0.is_blocking() == blocking)
+        {
             match server.set_knob(knob, to).await {
                 Ok(rb) => {
                     out.push(Restored {
@@ -258,14 +266,17 @@ impl Actuator {
                 }),
             }
         }
-        // What is left in last_set is exactly what could not be restored: the next
-        // start's crash recovery will try again.
+        // What is left in last_set is exactly what could not be restored, and the
+        // other kind's knobs, not yet tried: the next start's crash recovery will try
+        // again.
         let failed: BTreeSet<Knob> = out
             .iter()
             .filter(|r| r.error.is_some())
             .map(|r| r.knob)
             .collect();
-        self.state.last_set.retain(|k, _| failed.contains(k));
+        self.state
+            .last_set
+            .retain(|k, _| failed.contains(k) || k.is_blocking() != blocking);
         let _ = self.persist(now_unix_ms);
         out
     }
@@ -295,6 +306,68 @@ mod tests {
         ];
         order_changes(&mut down);
         assert_eq!(down[0].0, Knob::IoCapacity);
+    }
+
+    /// A server that only sets knobs.
+    struct Knobs(KnobValues);
+
+    impl Server for Knobs {
+        async fn probe(&mut self) -> Result<crate::server::Capabilities, ServerError> {
+            Err(ServerError::Query {
+                what: "a probe",
+                message: "not in this test".into(),
+            })
+        }
+
+        async fn sample(&mut self) -> Result<crate::server::Sample, ServerError> {
+            Err(ServerError::Query {
+                what: "a sample",
+                message: "not in this test".into(),
+            })
+        }
+
+        async fn read_knobs(&mut self) -> Result<KnobValues, ServerError> {
+            Ok(self.0.clone())
+        }
+
+        async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+            self.0.insert(knob, value);
+            Ok(value)
+        }
+    }
+
+    /// The restore comes in two kinds: what returns at once, then the redo resizes.
+    /// Until the second kind has run, the state file still asks for it.
+    #[tokio::test]
+    async fn restore_sets_the_fast_knobs_first_and_keeps_the_resize_for_later() {
+        let baseline: KnobValues = [(Knob::PurgeThreads, 4), (Knob::LogFileSize, 128 << 20)].into();
+        let mut state = StateFile::new(1, "test".into(), 0, baseline);
+        state.record_set(Knob::PurgeThreads, 1, 1);
+        state.record_set(Knob::LogFileSize, 1 << 30, 1);
+        let mut a = Actuator::new(false, None, state);
+        let mut server = Knobs([(Knob::PurgeThreads, 1), (Knob::LogFileSize, 1 << 30)].into());
+        let live = server.0.clone();
+        let none = BTreeSet::new();
+        let fast = a.restore(&mut server, &live, &none, false, 2).await;
+        assert_eq!(
+            fast.iter().map(|r| r.knob).collect::<Vec<_>>(),
+            [Knob::PurgeThreads]
+        );
+        assert_eq!(
+            server.0[&Knob::LogFileSize],
+            1 << 30,
+            "resized in the first pass"
+        );
+        assert!(a.last_set().contains_key(&Knob::LogFileSize));
+        assert!(!a.last_set().contains_key(&Knob::PurgeThreads));
+        let live = server.0.clone();
+        let slow = a.restore(&mut server, &live, &none, true, 3).await;
+        assert_eq!(
+            slow.iter().map(|r| r.knob).collect::<Vec<_>>(),
+            [Knob::LogFileSize]
+        );
+        assert_eq!(server.0[&Knob::LogFileSize], 128 << 20);
+        assert!(a.last_set().is_empty());
     }
 
     /// A redo resize blocks its session until a checkpoint: everything else first,

@@ -1064,22 +1064,26 @@ impl<S: Server> Controller<S> {
 
     async fn restore(&mut self, trigger: RestoreTrigger, live: &KnobValues) -> bool {
         let skip: BTreeSet<Knob> = self.guard.operator_owned().map(|(k, _)| k).collect();
-        let results = self
-            .actuator
-            .restore(&mut self.server, live, &skip, now_unix_ms())
-            .await;
         let mut ok = true;
-        for r in results {
-            ok &= r.error.is_none();
-            self.emit(Event::Restore {
-                trigger,
-                knob: r.knob,
-                from: r.from,
-                to: r.to,
-                ok: r.error.is_none(),
-                readback: r.readback,
-                error: r.error,
-            });
+        // The knobs that return at once first, recorded before the redo resizes, which
+        // wait for a checkpoint and may outlast the restore timeout.
+        for blocking in [false, true] {
+            let results = self
+                .actuator
+                .restore(&mut self.server, live, &skip, blocking, now_unix_ms())
+                .await;
+            for r in results {
+                ok &= r.error.is_none();
+                self.emit(Event::Restore {
+                    trigger,
+                    knob: r.knob,
+                    from: r.from,
+                    to: r.to,
+                    ok: r.error.is_none(),
+                    readback: r.readback,
+                    error: r.error,
+                });
+            }
         }
         ok
     }
