@@ -76,12 +76,10 @@ async fn share(server: &mut LiveServer) -> (u64, u64) {
     (sync, cap)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resize_is_adopted_once_the_checkpoint_passes_it_and_blocks_only_its_session() {
-    const FROM: u64 = 32 * MIB;
-    const TO: u64 = 64 * MIB;
-    // Slow background flushing so the checkpoint age grows under the load and the
-    // resize has a large age to flush before it can be adopted.
+/// A private MariaDB with a 32 MiB redo, 200 000 rows and slow background flushing,
+/// so the checkpoint age grows under the load and a resize has a large age to flush
+/// before it can be adopted; and innopilot's live server on it, probed.
+async fn slow_flushing_server() -> (MariaDb, LiveServer) {
     let db = MariaDb::builder()
         .buffer_pool_size("128M")
         .log_file_size("32M")
@@ -92,10 +90,17 @@ async fn a_resize_is_adopted_once_the_checkpoint_passes_it_and_blocks_only_its_s
         ])
         .start();
     db.prepare_table(200_000).await;
-
     let target = parse_dsn(&db.dsn()).unwrap();
     let mut server = LiveServer::new(target, LiveOptions::default());
     server.probe().await.expect("probe");
+    (db, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_is_adopted_once_the_checkpoint_passes_it_and_blocks_only_its_session() {
+    const FROM: u64 = 32 * MIB;
+    const TO: u64 = 64 * MIB;
+    let (db, mut server) = slow_flushing_server().await;
     let (sync0, cap0) = share(&mut server).await;
     assert_eq!(
         cap0, FROM,
@@ -243,19 +248,7 @@ async fn a_started_resize_leaves_sampling_free_and_stops_with_kill_query() {
     const FROM: u64 = 32 * MIB;
     const TO: u64 = 64 * MIB;
     const ABANDONED: u64 = 96 * MIB;
-    let db = MariaDb::builder()
-        .buffer_pool_size("128M")
-        .log_file_size("32M")
-        .args([
-            "--innodb-io-capacity=100",
-            "--innodb-io-capacity-max=100",
-            "--innodb-max-dirty-pages-pct=90",
-        ])
-        .start();
-    db.prepare_table(200_000).await;
-    let target = parse_dsn(&db.dsn()).unwrap();
-    let mut server = LiveServer::new(target, LiveOptions::default());
-    server.probe().await.expect("probe");
+    let (db, mut server) = slow_flushing_server().await;
     let load = db.spawn_update_load(4);
     let t0 = Instant::now();
 
