@@ -99,8 +99,9 @@
 //!   8.0.30) to the size that would have held the episode under the target
 //!   ([`redo_capacity_for`]: the redo its demand would have added while users were held
 //!   at the maximum), at least double, within the disk budget `redo_max_size` and the
-//!   recovery-time bound. When f stays under `redo_shrink_fill_pct` for
-//!   `redo_shrink_after`, it goes back.
+//!   recovery-time bound. One grow per pressure episode: the next is armed only once
+//!   the fill has fallen under the target. When f stays under `redo_shrink_fill_pct`
+//!   for `redo_shrink_after`, it goes back.
 //!
 //! **What a resize at 100 % fill does** (MariaDB `log0log.cc` `log_t::resize_start()`,
 //! `log_t::write_checkpoint()`). `resize_start` creates ib_logfile101 at the new size,
@@ -413,6 +414,9 @@ struct State {
     low_since: Option<u64>,
     /// The pressure episode the redo grow is sized from.
     episode: Option<Episode>,
+    /// The size in effect when a grow was sent in the pressure episode still running:
+    /// one grow per episode (see [`Flush::redo_size`]).
+    grown_from: Option<u64>,
     /// The last tick's redo write rate (bytes/s): an episode's demand starts from the
     /// rate before the fill reached the target.
     lsn_prev: Option<f64>,
@@ -1083,6 +1087,24 @@ impl Flush {
         }
         self.state.lsn_prev = lsn;
         let held = |since: Option<u64>| since.map_or(0, |x| t.saturating_sub(x));
+        // One grow per episode. A grow sent while users are held takes effect only at
+        // the checkpoint that ends the stall, and until then the fill stays at the
+        // maximum: re-armed on it, the policy asked a second, larger grow 20 s later,
+        // which only the 10 min dwell refused (the thirty-fourth real-server run's h).
+        // The episode ends when the fill falls under the target — which the larger
+        // file brings — and the grow is void when the size in effect is still the one
+        // it started from (refused, abandoned, or set back by someone else); then the
+        // next grow is measured afresh. (While a resize runs, the size in effect is the
+        // one asked for: the controller shows it so that no policy asks again.)
+        let knob = input.caps.redo_size_knob();
+        let in_effect = input.current.get(&knob).copied();
+        if let Some(from) = self.state.grown_from {
+            if fill < target || in_effect.is_none_or(|c| c <= from) {
+                self.state.grown_from = None;
+            } else {
+                self.state.high_since = None;
+            }
+        }
         let high_ms = held(self.state.high_since);
         if high_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
             self.state.armed_at.get_or_insert(t);
@@ -1094,7 +1116,6 @@ impl Flush {
         if !self.cfg.redo_resize {
             return Vec::new();
         }
-        let knob = input.caps.redo_size_knob();
         if !input.caps.settable(knob) {
             return Vec::new();
         }
@@ -1160,6 +1181,7 @@ impl Flush {
                 if let (Some(b), true) = (bound, v > cur) {
                     self.state.armed_at = None;
                     self.state.high_since = None;
+                    self.state.grown_from = Some(cur);
                     // The next episode is measured afresh; the demand seen stays.
                     self.state.episode = Some(Episode {
                         demand_bps: episode.demand_bps,
@@ -2362,6 +2384,48 @@ mod tests {
             "{}",
             p.reason
         );
+    }
+
+    /// One grow per episode: while the grow sent with users held waits for the
+    /// checkpoint that ends the stall, the fill stays at the maximum, and no second
+    /// grow is asked on it; once the fill has fallen under the target, the next episode
+    /// may grow again. A grow that did not happen (the size in effect is still the old
+    /// one) does not count.
+    #[test]
+    fn one_redo_grow_per_episode() {
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(resize_config());
+        let mut cur = with(Knob::IoCapacityMax, 4000);
+        let grows = |f: &mut Flush, cur: &KnobValues, ts: std::ops::RangeInclusive<u64>, fill| {
+            ts.filter_map(|t| {
+                find(
+                    &decide(f, &caps, cur, &held(t, fill, 0.0, 2_000.0)),
+                    Knob::LogFileSize,
+                )
+                .filter(|p| Some(&p.value) != cur.get(&Knob::LogFileSize))
+                .map(|p| {
+                    assert!(p.value > cur[&Knob::LogFileSize], "{}", p.reason);
+                    (t, p.value)
+                })
+            })
+            .collect::<Vec<_>>()
+        };
+        let at = |g: Vec<(u64, u64)>| g.iter().map(|x| x.0).collect::<Vec<_>>();
+        let first = grows(&mut f, &cur, 0..=20, 1.0);
+        assert_eq!(at(first.clone()), vec![20]);
+        // Under way: the controller shows the size asked for. The stall goes on for
+        // two more minutes and nothing more is asked.
+        cur.insert(Knob::LogFileSize, first[0].1);
+        assert_eq!(grows(&mut f, &cur, 21..=140, 1.0), vec![]);
+        // The stall ends; a new episode 20 s at the maximum grows again.
+        assert_eq!(grows(&mut f, &cur, 141..=150, 0.3), vec![]);
+        assert_eq!(at(grows(&mut f, &cur, 151..=171, 1.0)), vec![171]);
+        // A grow that did not take (the old size still in effect) is asked again on
+        // the same episode, once re-armed.
+        let mut f = Flush::new(resize_config());
+        let cur = with(Knob::IoCapacityMax, 4000);
+        assert_eq!(at(grows(&mut f, &cur, 0..=20, 1.0)), vec![20]);
+        assert_eq!(at(grows(&mut f, &cur, 21..=41, 1.0)), vec![41]);
     }
 
     /// Pinned at the maximum the trend is noise around 0: no lull in it.
