@@ -339,3 +339,58 @@ async fn a_started_resize_leaves_sampling_free_and_stops_with_kill_query() {
     );
     assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
 }
+
+/// What the server does with a resize whose client is gone: at exit, a redo shrink
+/// that outlasts `control.restore_timeout` is dropped with its connection
+/// (`Controller::shutdown`, `record_unrestored`), and what the audit then says about
+/// the size depends on this. MariaDB's `innodb_log_file_size_update()` stops waiting
+/// only when the statement is killed (`thd_kill_level()`); a closed socket does not
+/// kill it, so the resize goes on and the server adopts the size asked for once the
+/// checkpoint passes the SET's LSN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_whose_client_is_gone_is_finished_by_the_server() {
+    const FROM: u64 = 32 * MIB;
+    const TO: u64 = 48 * MIB;
+    let (db, mut server) = slow_flushing_server().await;
+    let load = db.spawn_update_load(4);
+    let t0 = Instant::now();
+    age_above_half(&db, t0, &load).await;
+    let pending = server
+        .start_set(Knob::LogFileSize, TO)
+        .await
+        .expect("the resize starts");
+    let task = tokio::spawn(pending.set);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !task.is_finished(),
+        "the resize ended within 0.5 s: nothing left to drop"
+    );
+    // As a timed-out restore does: the future, and with it the connection, is dropped.
+    task.abort();
+    let _ = task.await;
+    let dropped = Instant::now();
+    let mut capacity = None;
+    while dropped.elapsed() < Duration::from_secs(180) {
+        let s = server.sample().await.expect("a sample after the drop");
+        capacity = s.redo.capacity;
+        if capacity != Some(FROM) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let stats = load.stop().await;
+    eprintln!(
+        "after the client was dropped: capacity {capacity:?} after {:?}",
+        dropped.elapsed()
+    );
+    assert_eq!(
+        capacity,
+        Some(TO),
+        "the server did not finish the resize whose client was gone within 180 s"
+    );
+    assert!(
+        !db.datadir().join("ib_logfile101").exists(),
+        "the finished resize left ib_logfile101 behind"
+    );
+    assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
+}

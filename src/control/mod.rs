@@ -1088,6 +1088,42 @@ impl<S: Server> Controller<S> {
         ok
     }
 
+    /// After an exit restore that did not finish: every knob still away from its
+    /// baseline is recorded as not restored, with what happens to it next. (A redo
+    /// shrink cut off by the timeout would otherwise leave no record at all: the
+    /// thirty-fifth real-server run's g, whose audit logs ended with `"restored":
+    /// false` and nothing naming innodb_log_file_size.)
+    fn record_unrestored(&mut self, live: Option<&KnobValues>, limit: Duration) {
+        let Some(live) = live else {
+            return;
+        };
+        let skip: BTreeSet<Knob> = self.guard.operator_owned().map(|(k, _)| k).collect();
+        for (knob, from, to) in self.actuator.pending_restore(live, &skip) {
+            // The server goes on with a resize whose client is gone: only a kill
+            // stops it (tests/redo_resize.rs).
+            let why = if knob.is_blocking() {
+                "a redo resize returns only once the checkpoint passes the LSN of its SET; \
+                 innopilot stopped waiting, and the server goes on with it"
+            } else {
+                "the server did not answer in time"
+            };
+            self.emit(Event::Restore {
+                trigger: RestoreTrigger::Exit,
+                knob,
+                from,
+                to,
+                ok: false,
+                readback: None,
+                error: Some(format!(
+                    "not restored within control.restore_timeout ({}): {why}; the state file \
+                     keeps the baseline, and the next start (or `innopilot restore`) sets it \
+                     again unless the server is back at it",
+                    humantime::format_duration(limit)
+                )),
+            });
+        }
+    }
+
     /// Restores the baseline (live mode) within `control.restore_timeout`, writes the
     /// final state, and records the stop. Returns whether the server is back at its
     /// baseline (always true in dry-run, which changed nothing).
@@ -1096,6 +1132,8 @@ impl<S: Server> Controller<S> {
         let mut restored = true;
         if !self.opts.dry_run {
             let limit = self.cfg.control.restore_timeout;
+            // The knobs as read at exit, to name what a timed-out restore left.
+            let mut read_at_exit: Option<KnobValues> = None;
             let attempt = async {
                 // Bounded by the same limit: the resize is stopped, not waited for.
                 self.stop_in_flight(limit / 2).await;
@@ -1105,7 +1143,10 @@ impl<S: Server> Controller<S> {
                     }
                 }
                 match self.server.read_knobs().await {
-                    Ok(live) => self.restore(RestoreTrigger::Exit, &live).await,
+                    Ok(live) => {
+                        read_at_exit = Some(live.clone());
+                        self.restore(RestoreTrigger::Exit, &live).await
+                    }
                     Err(e) => {
                         self.emit(Event::Warning {
                             message: format!("cannot read the knobs to restore them: {e}"),
@@ -1115,6 +1156,9 @@ impl<S: Server> Controller<S> {
                 }
             };
             restored = tokio::time::timeout(limit, attempt).await.unwrap_or(false);
+            if !restored {
+                self.record_unrestored(read_at_exit.as_ref(), limit);
+            }
             if restored {
                 if let Err(e) = self.actuator.finish(now_unix_ms()) {
                     tracing::warn!("cannot mark the state file clean: {e}");

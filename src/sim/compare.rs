@@ -99,14 +99,24 @@ fn control_error(sc: &Scenario, peer: &Peer, e: impl fmt::Display) -> SimError {
 pub(crate) fn drive_controller<S: Server>(
     server: S,
     handle: &SimServer,
+    cfg: Config,
+    label: &str,
+) -> Result<Vec<TickDecision>, String> {
+    drive_controller_audited(server, handle, cfg, label, AuditLog::discard())
+}
+
+/// [`drive_controller`], writing the audit records to `audit`.
+pub(crate) fn drive_controller_audited<S: Server>(
+    server: S,
+    handle: &SimServer,
     mut cfg: Config,
     label: &str,
+    audit: AuditLog,
 ) -> Result<Vec<TickDecision>, String> {
     let dir = TempDir::new(label).map_err(|e| e.to_string())?;
     cfg.control.state_file = dir.0.join("state.json");
     cfg.control.dry_run = false;
     cfg.audit.path = dir.0.join("audit.jsonl");
-    let audit = AuditLog::discard();
     let mut decisions = Vec::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -660,6 +670,9 @@ mod tests {
         samples: u32,
         /// The server abandons each resize: OK, with the old size read back.
         abandon: bool,
+        /// A blocking knob's plain SET (the exit restore's) never returns, as a redo
+        /// shrink waiting for a checkpoint under load.
+        hang_restore: bool,
         pending: Option<Resizing>,
         /// Samples taken while each resize was under way.
         during: Arc<Mutex<Vec<u32>>>,
@@ -696,6 +709,9 @@ mod tests {
         }
 
         async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+            if self.hang_restore && knob.is_blocking() {
+                std::future::pending::<()>().await;
+            }
             self.inner.set_knob(knob, value).await
         }
 
@@ -733,6 +749,7 @@ mod tests {
             inner: handle.clone(),
             samples: 10,
             abandon,
+            hang_restore: false,
             pending: None,
             during: during.clone(),
         };
@@ -765,6 +782,79 @@ mod tests {
             applied,
             during.len(),
             "each resize audited as applied once it ended: {resizes:?}"
+        );
+    }
+
+    /// Audit records written to memory.
+    #[derive(Clone, Default)]
+    struct Records(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Records {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// At exit a redo shrink that outlasts `control.restore_timeout` is cut off; the
+    /// knobs that return at once are restored and recorded first, and the shrink is
+    /// recorded as not restored, naming the timeout and what happens next, before the
+    /// stop record says `"restored": false`.
+    #[test]
+    fn a_shrink_cut_off_at_exit_is_recorded_as_not_restored() {
+        let scenario = Scenario::named("checkpoint_stall").unwrap();
+        let peer = Peer::named("innopilot_redo").unwrap();
+        let handle = SimServer::new(model_for(&scenario, &peer, 1));
+        let base = handle.model().knobs()[&Knob::LogFileSize];
+        let server = SlowResize {
+            inner: handle.clone(),
+            samples: 10,
+            abandon: false,
+            hang_restore: true,
+            pending: None,
+            during: Arc::new(Mutex::new(Vec::new())),
+        };
+        let mut cfg = peer.config().unwrap();
+        cfg.control.restore_timeout = Duration::from_millis(200);
+        let records = Records::default();
+        let audit = AuditLog::to_writer(Box::new(records.clone()));
+        drive_controller_audited(server, &handle, cfg, "cut-off-shrink", audit).unwrap();
+        let text = String::from_utf8(records.0.lock().unwrap().clone()).unwrap();
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &serde_json::Value| {
+                matches!(r["event"].as_str(), Some("restore") | Some("stop"))
+            })
+            .collect();
+        let shrink = events
+            .iter()
+            .position(|r| r["knob"] == "innodb_log_file_size")
+            .unwrap_or_else(|| panic!("no restore record of the redo: {events:#?}"));
+        let r = &events[shrink];
+        assert_eq!(r["ok"], false, "{r}");
+        assert_eq!(r["to"], base, "{r}");
+        assert!(
+            r["from"].as_u64().is_some_and(|f| f > base),
+            "the redo was grown during the run: {r}"
+        );
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("control.restore_timeout (200ms)") && error.contains("next start"),
+            "{error}"
+        );
+        assert!(
+            events[..shrink].iter().all(|r| r["ok"] == true),
+            "the knobs that return at once, first and restored: {events:#?}"
+        );
+        let stop = events.last().unwrap();
+        assert_eq!(
+            (stop["event"].as_str(), &stop["restored"]),
+            (Some("stop"), &serde_json::Value::Bool(false)),
+            "{events:#?}"
         );
     }
 
