@@ -234,6 +234,16 @@ async fn age_above_half(db: &MariaDb, t0: Instant, load: &common::LoadHandle) ->
     p
 }
 
+/// [`slow_flushing_server`] under an update load, once the checkpoint age is above
+/// half its maximum (a resize then has a large age to flush); the load's start time.
+async fn resizable_under_load() -> (MariaDb, LiveServer, common::LoadHandle, Instant) {
+    let (db, server) = slow_flushing_server().await;
+    let load = db.spawn_update_load(4);
+    let t0 = Instant::now();
+    age_above_half(&db, t0, &load).await;
+    (db, server, load, t0)
+}
+
 /// The seam the control loop relies on so that a resize does not stop it
 /// (`Server::start_set`, `Controller::settle_in_flight`): the SET runs on a session of
 /// its own and `start_set` returns before the server is done, the sampling connection
@@ -248,12 +258,9 @@ async fn a_started_resize_leaves_sampling_free_and_stops_with_kill_query() {
     const FROM: u64 = 32 * MIB;
     const TO: u64 = 64 * MIB;
     const ABANDONED: u64 = 96 * MIB;
-    let (db, mut server) = slow_flushing_server().await;
-    let load = db.spawn_update_load(4);
-    let t0 = Instant::now();
+    let (db, mut server, load, t0) = resizable_under_load().await;
 
     // 1. Started, not finished: the sampling connection answers meanwhile.
-    age_above_half(&db, t0, &load).await;
     let asked = Instant::now();
     let pending = server
         .start_set(Knob::LogFileSize, TO)
@@ -360,10 +367,7 @@ fn ended_at(db: &MariaDb, capacity: Option<u64>, want: u64, what: &str, stats: &
 async fn a_resize_whose_client_is_gone_is_finished_by_the_server() {
     const FROM: u64 = 32 * MIB;
     const TO: u64 = 48 * MIB;
-    let (db, mut server) = slow_flushing_server().await;
-    let load = db.spawn_update_load(4);
-    let t0 = Instant::now();
-    age_above_half(&db, t0, &load).await;
+    let (db, mut server, load, _) = resizable_under_load().await;
     let pending = server
         .start_set(Knob::LogFileSize, TO)
         .await

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::config::{Config, OnServerLost};
-use crate::control::actuator::{order_changes, Actuator, ActuatorError, Applied};
+use crate::control::actuator::{order_changes, Actuator, ActuatorError, Applied, Restored};
 use crate::control::audit::{
     compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
 };
@@ -1062,8 +1062,13 @@ impl<S: Server> Controller<S> {
         }
     }
 
+    /// The knobs a restore leaves alone: an operator's.
+    fn restore_skip(&self) -> BTreeSet<Knob> {
+        self.guard.operator_owned().map(|(k, _)| k).collect()
+    }
+
     async fn restore(&mut self, trigger: RestoreTrigger, live: &KnobValues) -> bool {
-        let skip: BTreeSet<Knob> = self.guard.operator_owned().map(|(k, _)| k).collect();
+        let skip = self.restore_skip();
         let mut ok = true;
         // The knobs that return at once first, recorded before the redo resizes, which
         // wait for a checkpoint and may outlast the restore timeout.
@@ -1074,15 +1079,7 @@ impl<S: Server> Controller<S> {
                 .await;
             for r in results {
                 ok &= r.error.is_none();
-                self.emit(Event::Restore {
-                    trigger,
-                    knob: r.knob,
-                    from: r.from,
-                    to: r.to,
-                    ok: r.error.is_none(),
-                    readback: r.readback,
-                    error: r.error,
-                });
+                self.emit(restore_event(trigger, r));
             }
         }
         ok
@@ -1097,7 +1094,7 @@ impl<S: Server> Controller<S> {
         let Some(live) = live else {
             return;
         };
-        let skip: BTreeSet<Knob> = self.guard.operator_owned().map(|(k, _)| k).collect();
+        let skip = self.restore_skip();
         for (knob, from, to) in self.actuator.pending_restore(live, &skip) {
             // The server goes on with a resize whose client is gone: only a kill
             // stops it (tests/redo_resize.rs).
@@ -1107,20 +1104,20 @@ impl<S: Server> Controller<S> {
             } else {
                 "the server did not answer in time"
             };
-            self.emit(Event::Restore {
-                trigger: RestoreTrigger::Exit,
+            let error = format!(
+                "not restored within control.restore_timeout ({}): {why}; the state file \
+                 keeps the baseline, and the next start (or `innopilot restore`) sets it \
+                 again unless the server is back at it",
+                humantime::format_duration(limit)
+            );
+            let r = Restored {
                 knob,
                 from,
                 to,
-                ok: false,
                 readback: None,
-                error: Some(format!(
-                    "not restored within control.restore_timeout ({}): {why}; the state file \
-                     keeps the baseline, and the next start (or `innopilot restore`) sets it \
-                     again unless the server is back at it",
-                    humantime::format_duration(limit)
-                )),
-            });
+                error: Some(error),
+            };
+            self.emit(restore_event(RestoreTrigger::Exit, r));
         }
     }
 
@@ -1510,5 +1507,18 @@ fn decision_event(
         guard_notes,
         lost_to: d.lost_to(),
         signals: compact_signals(signals),
+    }
+}
+
+/// The audit record of one knob's restore.
+fn restore_event(trigger: RestoreTrigger, r: Restored) -> Event {
+    Event::Restore {
+        trigger,
+        knob: r.knob,
+        from: r.from,
+        to: r.to,
+        ok: r.error.is_none(),
+        readback: r.readback,
+        error: r.error,
     }
 }
