@@ -29,6 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::MariaDb;
+use innopilot::config::Config;
+use innopilot::control::audit::{AuditLog, Mode};
+use innopilot::control::recover;
+use innopilot::control::state::StateFile;
 use innopilot::server::dsn::parse_dsn;
 use innopilot::server::mysql::{LiveOptions, LiveServer};
 use innopilot::server::{Knob, Server};
@@ -356,18 +360,33 @@ fn ended_at(db: &MariaDb, capacity: Option<u64>, want: u64, what: &str, stats: &
     assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
 }
 
-/// What the server does with a resize whose client is gone: at exit, a redo shrink
-/// that outlasts `control.restore_timeout` is dropped with its connection
-/// (`Controller::shutdown`, `record_unrestored`), and what the audit then says about
-/// the size depends on this. MariaDB's `innodb_log_file_size_update()` stops waiting
-/// only when the statement is killed (`thd_kill_level()`); a closed socket does not
-/// kill it, so the resize goes on and the server adopts the size asked for once the
-/// checkpoint passes the SET's LSN.
+/// What the server does with a resize whose client is gone, and what crash recovery
+/// does about it. innopilot drops such a SET with its connection in two ways: at exit
+/// a redo shrink that outlasts `control.restore_timeout` is handed over to the server
+/// (`Controller::restore_resize`), and a run that dies mid-resize takes its
+/// connection with it. MariaDB's `innodb_log_file_size_update()` stops waiting only
+/// when the statement is killed (`thd_kill_level()`); a closed socket does not kill
+/// it, so the resize goes on and the server adopts the size asked for once the
+/// checkpoint passes the SET's LSN. Until then the old size reads as in effect and the
+/// server refuses another resize ("change is already in progress"), so crash recovery
+/// (`control::recover`, the next start or `innopilot restore`) waits for it first
+/// (`Server::resizes_under_way`): here a run died while growing 32 → 48 MiB, and
+/// recovery finds the grow under way, waits for it to land and then puts the 32 MiB
+/// baseline back. Read at once, the size would have been taken for the baseline and
+/// the grow left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resize_whose_client_is_gone_is_finished_by_the_server() {
+async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for() {
     const FROM: u64 = 32 * MIB;
     const TO: u64 = 48 * MIB;
     let (db, mut server, load, _) = resizable_under_load().await;
+    let mut state = StateFile::new(
+        1,
+        "the test's server".into(),
+        0,
+        [(Knob::LogFileSize, FROM)].into(),
+    );
+    state.instance = server.instance();
+    state.record_set(Knob::LogFileSize, TO, 1);
     let pending = server
         .start_set(Knob::LogFileSize, TO)
         .await
@@ -378,29 +397,52 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server() {
         !task.is_finished(),
         "the resize ended within 0.5 s: nothing left to drop"
     );
-    // As a timed-out restore does: the future, and with it the connection, is dropped.
+    // As a run that dies does: the future, and with it the connection, is dropped.
     task.abort();
     let _ = task.await;
     let dropped = Instant::now();
-    let mut capacity = None;
-    while dropped.elapsed() < Duration::from_secs(180) {
-        let s = server.sample().await.expect("a sample after the drop");
-        capacity = s.redo.capacity;
-        if capacity != Some(FROM) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let under_way = server.resizes_under_way().await.expect("the process list");
+    assert_eq!(
+        under_way.len(),
+        1,
+        "the dropped resize still runs: {under_way:?}"
+    );
     let stats = load.stop().await;
+    let mut cfg = Config::default();
+    cfg.server.resize_timeout = Duration::from_secs(180);
+    // The test's redo is smaller than the shipped lower bound (64 MiB).
+    cfg.knobs.get_mut(&Knob::LogFileSize).unwrap().min = FROM;
+    let mut audit = AuditLog::discard();
+    let report = recover(
+        &mut server,
+        &state,
+        &cfg,
+        "the test's server",
+        &mut audit,
+        Mode::Live,
+    )
+    .await
+    .expect("recovery");
+    let s = server.sample().await.expect("a sample after recovery");
     eprintln!(
-        "after the client was dropped: capacity {capacity:?} after {:?}",
-        dropped.elapsed()
+        "recovery ended after {:?}: {report:?}, capacity {:?}",
+        dropped.elapsed(),
+        s.redo.capacity
+    );
+    assert_eq!(
+        (
+            report.restored.as_slice(),
+            report.already.as_slice(),
+            report.failed.as_slice()
+        ),
+        ([Knob::LogFileSize].as_slice(), [].as_slice(), [].as_slice()),
+        "recovery waited for the grow, then put the baseline back: {report:?}"
     );
     ended_at(
         &db,
-        capacity,
-        TO,
-        "the resize whose client was gone (within 180 s)",
+        s.redo.capacity,
+        FROM,
+        "recovery after the dropped grow",
         &stats,
     );
 }

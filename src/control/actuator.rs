@@ -36,6 +36,9 @@ pub struct Restored {
     pub to: u64,
     pub readback: Option<u64>,
     pub error: Option<String>,
+    /// A redo resize back to the baseline that the exit stopped waiting for while its
+    /// session still ran it: the server finishes it on its own (its id).
+    pub under_way: Option<u64>,
 }
 
 pub struct Actuator {
@@ -225,17 +228,15 @@ impl Actuator {
         out
     }
 
-    /// Restores the baseline for every knob innopilot changed, except `skip`
-    /// (operator-owned), of one kind: the knobs whose SET returns at once (`blocking`
-    /// false), or the redo resizes, which return only with a checkpoint (true). Two
-    /// calls, so that the caller records the first kind before it waits for the
-    /// second; it bounds them with the restore timeout.
-    pub async fn restore<S: Server>(
+    /// Restores the baseline for every knob innopilot changed whose SET returns at
+    /// once, except `skip` (operator-owned). The redo resizes, which return only with
+    /// a checkpoint, are the caller's: it records these first and then waits for
+    /// those within the restore timeout ([`Actuator::restored`] for each that ends).
+    pub async fn restore_fast<S: Server>(
         &mut self,
         server: &mut S,
         live: &KnobValues,
         skip: &BTreeSet<Knob>,
-        blocking: bool,
         now_unix_ms: u64,
     ) -> Vec<Restored> {
         let mut out = Vec::new();
@@ -243,10 +244,7 @@ impl Actuator {
             return out;
         }
         let pending = self.pending_restore(live, skip);
-        for (knob, from, to) in pending
-            .into_iter()
-            .filter(|c| c.0.is_blocking() == blocking)
-        {
+        for (knob, from, to) in pending.into_iter().filter(|c| !c.0.is_blocking()) {
             match server.set_knob(knob, to).await {
                 Ok(rb) => {
                     out.push(Restored {
@@ -255,6 +253,7 @@ impl Actuator {
                         to,
                         readback: Some(rb),
                         error: None,
+                        under_way: None,
                     });
                 }
                 Err(e) => out.push(Restored {
@@ -263,11 +262,12 @@ impl Actuator {
                     to,
                     readback: None,
                     error: Some(e.to_string()),
+                    under_way: None,
                 }),
             }
         }
         // What is left in last_set is exactly what could not be restored, and the
-        // other kind's knobs, not yet tried: the next start's crash recovery will try
+        // redo resizes, not yet tried: the next start's crash recovery will try
         // again.
         let failed: BTreeSet<Knob> = out
             .iter()
@@ -276,9 +276,17 @@ impl Actuator {
             .collect();
         self.state
             .last_set
-            .retain(|k, _| failed.contains(k) || k.is_blocking() != blocking);
+            .retain(|k, _| failed.contains(k) || k.is_blocking());
         let _ = self.persist(now_unix_ms);
         out
+    }
+
+    /// Notes that `knob` is back at its baseline: the next start has nothing to
+    /// recover for it.
+    pub fn restored(&mut self, knob: Knob, now_unix_ms: u64) {
+        if self.state.last_set.remove(&knob).is_some() {
+            let _ = self.persist(now_unix_ms);
+        }
     }
 
     /// Marks the state clean (baseline restored; nothing to recover) and saves it.
@@ -306,68 +314,6 @@ mod tests {
         ];
         order_changes(&mut down);
         assert_eq!(down[0].0, Knob::IoCapacity);
-    }
-
-    /// A server that only sets knobs.
-    struct Knobs(KnobValues);
-
-    impl Server for Knobs {
-        async fn probe(&mut self) -> Result<crate::server::Capabilities, ServerError> {
-            Err(ServerError::Query {
-                what: "a probe",
-                message: "not in this test".into(),
-            })
-        }
-
-        async fn sample(&mut self) -> Result<crate::server::Sample, ServerError> {
-            Err(ServerError::Query {
-                what: "a sample",
-                message: "not in this test".into(),
-            })
-        }
-
-        async fn read_knobs(&mut self) -> Result<KnobValues, ServerError> {
-            Ok(self.0.clone())
-        }
-
-        async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
-            self.0.insert(knob, value);
-            Ok(value)
-        }
-    }
-
-    /// The restore comes in two kinds: what returns at once, then the redo resizes.
-    /// Until the second kind has run, the state file still asks for it.
-    #[tokio::test]
-    async fn restore_sets_the_fast_knobs_first_and_keeps_the_resize_for_later() {
-        let baseline: KnobValues = [(Knob::PurgeThreads, 4), (Knob::LogFileSize, 128 << 20)].into();
-        let mut state = StateFile::new(1, "test".into(), 0, baseline);
-        state.record_set(Knob::PurgeThreads, 1, 1);
-        state.record_set(Knob::LogFileSize, 1 << 30, 1);
-        let mut a = Actuator::new(false, None, state);
-        let mut server = Knobs([(Knob::PurgeThreads, 1), (Knob::LogFileSize, 1 << 30)].into());
-        let live = server.0.clone();
-        let none = BTreeSet::new();
-        let fast = a.restore(&mut server, &live, &none, false, 2).await;
-        assert_eq!(
-            fast.iter().map(|r| r.knob).collect::<Vec<_>>(),
-            [Knob::PurgeThreads]
-        );
-        assert_eq!(
-            server.0[&Knob::LogFileSize],
-            1 << 30,
-            "resized in the first pass"
-        );
-        assert!(a.last_set().contains_key(&Knob::LogFileSize));
-        assert!(!a.last_set().contains_key(&Knob::PurgeThreads));
-        let live = server.0.clone();
-        let slow = a.restore(&mut server, &live, &none, true, 3).await;
-        assert_eq!(
-            slow.iter().map(|r| r.knob).collect::<Vec<_>>(),
-            [Knob::LogFileSize]
-        );
-        assert_eq!(server.0[&Knob::LogFileSize], 128 << 20);
-        assert!(a.last_set().is_empty());
     }
 
     /// A redo resize blocks its session until a checkpoint: everything else first,

@@ -171,6 +171,12 @@ pub enum Event {
         ok: bool,
         readback: Option<u64>,
         error: Option<String>,
+        /// At exit: a redo resize back to the baseline still running on the server
+        /// when innopilot stopped waiting for it (`ok` false, no `error`): the id of
+        /// its session. The server finishes it at the first checkpoint past the
+        /// SET's LSN; the next start waits for it and checks the size.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        under_way: Option<u64>,
     },
     /// Crash recovery left a knob alone (see [`crate::control::state::recovery_plan`]).
     RecoverySkipped {
@@ -211,6 +217,10 @@ pub enum Event {
         /// Every knob innopilot changed is back at its baseline (or was left to an
         /// operator who changed it).
         restored: bool,
+        /// The knobs not yet back whose resize to the baseline the server is
+        /// finishing on its own (their `restore` records have `under_way`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        handed_over: Vec<Knob>,
     },
     Warning {
         message: String,
@@ -750,6 +760,7 @@ mod tests {
                 ok: true,
                 readback: Some(4),
                 error: None,
+                under_way: None,
             },
             Event::recovery_skipped(&Leave {
                 knob: Knob::IoCapacity,
@@ -778,6 +789,7 @@ mod tests {
             Event::Stop {
                 reason: "signal".into(),
                 restored: true,
+                handed_over: vec![],
             },
             Event::Warning {
                 message: "hello".into(),

@@ -598,7 +598,8 @@ impl<S: Server> Controller<S> {
                 // innopilot gave up on this server while it was away: put the baseline
                 // back before doing anything else, then start afresh.
                 self.gave_up = false;
-                self.restore(RestoreTrigger::GiveUp, &sample.knobs).await;
+                self.restore(RestoreTrigger::GiveUp, &sample.knobs, None)
+                    .await;
                 self.expected = self.actuator.baseline().clone();
                 self.window.reset();
                 return Ok(());
@@ -1067,40 +1068,141 @@ impl<S: Server> Controller<S> {
         self.guard.operator_owned().map(|(k, _)| k).collect()
     }
 
-    async fn restore(&mut self, trigger: RestoreTrigger, live: &KnobValues) -> bool {
+    /// Restores the baseline: the knobs that return at once first, recorded before
+    /// the redo resizes, which wait for a checkpoint. A resize is waited for until
+    /// `resize_by` (`None`: as long as its SET takes, bounded by
+    /// `server.resize_timeout`); cut off there while its session still runs it, it is
+    /// handed over to the server, which finishes it on its own.
+    async fn restore(
+        &mut self,
+        trigger: RestoreTrigger,
+        live: &KnobValues,
+        resize_by: Option<Instant>,
+    ) -> Restoration {
         let skip = self.restore_skip();
-        let mut ok = true;
-        // The knobs that return at once first, recorded before the redo resizes, which
-        // wait for a checkpoint and may outlast the restore timeout.
-        for blocking in [false, true] {
-            let results = self
-                .actuator
-                .restore(&mut self.server, live, &skip, blocking, now_unix_ms())
-                .await;
-            for r in results {
-                ok &= r.error.is_none();
-                self.emit(restore_event(trigger, r));
-            }
+        let mut out = Restoration::default();
+        let results = self
+            .actuator
+            .restore_fast(&mut self.server, live, &skip, now_unix_ms())
+            .await;
+        for r in results {
+            out.failed |= r.error.is_some();
+            self.emit(restore_event(trigger, r));
         }
-        ok
+        if self.opts.dry_run {
+            return out;
+        }
+        let resizes: Vec<_> = self
+            .actuator
+            .pending_restore(live, &skip)
+            .into_iter()
+            .filter(|(k, _, _)| k.is_blocking())
+            .collect();
+        for (knob, from, to) in resizes {
+            let r = self.restore_resize(knob, from, to, resize_by).await;
+            out.failed |= r.error.is_some();
+            if r.under_way.is_some() {
+                out.handed_over.push(knob);
+            }
+            self.emit(restore_event(trigger, r));
+        }
+        out
     }
 
-    /// After an exit restore that did not finish: every knob still away from its
-    /// baseline is recorded as not restored, with what happens to it next. (A redo
-    /// shrink cut off by the timeout would otherwise leave no record at all: the
-    /// thirty-fifth real-server run's g, whose audit logs ended with `"restored":
-    /// false` and nothing naming innodb_log_file_size.)
+    /// One redo resize back to the baseline, on a session of its own.
+    async fn restore_resize(
+        &mut self,
+        knob: Knob,
+        from: u64,
+        to: u64,
+        by: Option<Instant>,
+    ) -> Restored {
+        let mut r = Restored {
+            knob,
+            from,
+            to,
+            readback: None,
+            error: None,
+            under_way: None,
+        };
+        let mut pending = match self.server.start_set(knob, to).await {
+            Ok(p) => p,
+            Err(e) => {
+                r.error = Some(e.to_string());
+                return r;
+            }
+        };
+        let result = match by {
+            None => Some((&mut pending.set).await),
+            Some(by) => tokio::time::timeout_at(by, &mut pending.set).await.ok(),
+        };
+        match result {
+            Some(Ok(readback)) => {
+                r.readback = Some(readback);
+                if readback == to {
+                    self.actuator.restored(knob, now_unix_ms());
+                } else {
+                    // MariaDB answers OK with the old size when it abandons a resize.
+                    r.error = Some(format!(
+                        "the server answered with {readback} in effect: the resize was abandoned"
+                    ));
+                }
+            }
+            Some(Err(e)) => r.error = Some(e.to_string()),
+            None => {
+                // Asked while the SET's connection is still open, so the row is ours.
+                let running = match pending.session_id {
+                    Some(id) => match self.server.session(id, 200).await {
+                        Ok(Some(s)) => s
+                            .info
+                            .is_some_and(|i| i.to_ascii_lowercase().contains(knob.var_name())),
+                        _ => false,
+                    },
+                    None => false,
+                };
+                // Not running: it may have ended a moment after the wait did.
+                let late = if running {
+                    None
+                } else {
+                    tokio::time::timeout(Duration::ZERO, &mut pending.set)
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .filter(|rb| *rb == to)
+                };
+                if running {
+                    r.under_way = pending.session_id;
+                } else if let Some(readback) = late {
+                    r.readback = Some(readback);
+                    self.actuator.restored(knob, now_unix_ms());
+                } else {
+                    r.error = Some(format!(
+                        "innopilot stopped waiting for the resize to {to} and its session is \
+                         gone; the state file keeps the baseline, and the next start (or \
+                         `innopilot restore`) sets it again unless the server is back at it"
+                    ));
+                }
+            }
+        }
+        // Dropping the SET closes its connection: a MariaDB resize goes on without it
+        // (tests/redo_resize.rs).
+        drop(pending);
+        r
+    }
+
+    /// After an exit restore cut off by `control.restore_timeout`: every knob still
+    /// away from its baseline is recorded as not restored, with what happens to it
+    /// next. (A redo shrink cut off by the timeout would otherwise leave no record at
+    /// all: the thirty-fifth real-server run's g, whose audit logs ended with
+    /// `"restored": false` and nothing naming innodb_log_file_size.)
     fn record_unrestored(&mut self, live: Option<&KnobValues>, limit: Duration) {
         let Some(live) = live else {
             return;
         };
         let skip = self.restore_skip();
         for (knob, from, to) in self.actuator.pending_restore(live, &skip) {
-            // The server goes on with a resize whose client is gone: only a kill
-            // stops it (tests/redo_resize.rs).
             let why = if knob.is_blocking() {
-                "a redo resize returns only once the checkpoint passes the LSN of its SET; \
-                 innopilot stopped waiting, and the server goes on with it"
+                "a redo resize returns only once the checkpoint passes the LSN of its SET"
             } else {
                 "the server did not answer in time"
             };
@@ -1116,19 +1218,26 @@ impl<S: Server> Controller<S> {
                 to,
                 readback: None,
                 error: Some(error),
+                under_way: None,
             };
             self.emit(restore_event(RestoreTrigger::Exit, r));
         }
     }
 
     /// Restores the baseline (live mode) within `control.restore_timeout`, writes the
-    /// final state, and records the stop. Returns whether the server is back at its
-    /// baseline (always true in dry-run, which changed nothing).
+    /// final state, and records the stop. Returns whether nothing is left for an
+    /// operator: the server is back at its baseline, or a redo resize back to it is
+    /// still running on the server, which finishes it on its own (handed over; the
+    /// state file stays unclean so that the next start checks it). Always true in
+    /// dry-run, which changed nothing.
     pub async fn shutdown(&mut self, reason: &str) -> bool {
         self.publish(Phase::Stopping);
-        let mut restored = true;
+        let mut outcome = Restoration::default();
         if !self.opts.dry_run {
             let limit = self.cfg.control.restore_timeout;
+            // A resize is waited for three quarters of the limit: the rest is for
+            // asking whether its session still runs it.
+            let resize_by = Instant::now() + limit * 3 / 4;
             // The knobs as read at exit, to name what a timed-out restore left.
             let mut read_at_exit: Option<KnobValues> = None;
             let attempt = async {
@@ -1142,33 +1251,69 @@ impl<S: Server> Controller<S> {
                 match self.server.read_knobs().await {
                     Ok(live) => {
                         read_at_exit = Some(live.clone());
-                        self.restore(RestoreTrigger::Exit, &live).await
+                        self.restore(RestoreTrigger::Exit, &live, Some(resize_by))
+                            .await
                     }
                     Err(e) => {
                         self.emit(Event::Warning {
                             message: format!("cannot read the knobs to restore them: {e}"),
                         });
-                        false
+                        Restoration {
+                            failed: true,
+                            handed_over: Vec::new(),
+                        }
                     }
                 }
             };
-            restored = tokio::time::timeout(limit, attempt).await.unwrap_or(false);
-            if !restored {
-                self.record_unrestored(read_at_exit.as_ref(), limit);
+            match tokio::time::timeout(limit, attempt).await {
+                Ok(o) => outcome = o,
+                Err(_) => {
+                    outcome.failed = true;
+                    self.record_unrestored(read_at_exit.as_ref(), limit);
+                }
             }
-            if restored {
+            if outcome.ok() {
                 if let Err(e) = self.actuator.finish(now_unix_ms()) {
                     tracing::warn!("cannot mark the state file clean: {e}");
                 }
+            } else if !outcome.failed {
+                tracing::warn!(
+                    "the server is still resizing {} back to the baseline and finishes it on \
+                     its own at its next checkpoint; the state file stays unclean, and the \
+                     next start waits for the resize and checks the size",
+                    outcome
+                        .handed_over
+                        .iter()
+                        .map(|k| k.var_name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             } else {
                 tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
             }
         }
         self.emit(Event::Stop {
             reason: reason.to_string(),
-            restored,
+            restored: outcome.ok(),
+            handed_over: outcome.handed_over.clone(),
         });
-        restored
+        !outcome.failed
+    }
+}
+
+/// What a restore achieved.
+#[derive(Default)]
+struct Restoration {
+    /// A knob could not be restored (an error, or cut off by the timeout).
+    failed: bool,
+    /// Redo resizes back to the baseline the server finishes on its own.
+    handed_over: Vec<Knob>,
+}
+
+impl Restoration {
+    /// Every knob is back at its baseline now.
+    fn ok(&self) -> bool {
+        !self.failed && self.handed_over.is_empty()
     }
 }
 
@@ -1396,6 +1541,9 @@ pub async fn recover<S: Server>(
         return Ok(report);
     }
     let refused = refused_values(saved, cfg);
+    if saved.last_set.keys().any(|k| k.is_blocking()) {
+        wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
+    }
     let live = server.read_knobs().await?;
     let plan = recovery_plan(saved, &live);
     let mut restore = plan.restore;
@@ -1432,6 +1580,7 @@ pub async fn recover<S: Server>(
                 ok: res.is_ok(),
                 readback,
                 error,
+                under_way: None,
             },
         );
     }
@@ -1441,6 +1590,62 @@ pub async fn recover<S: Server>(
     }
     report.already = plan.already_baseline;
     Ok(report)
+}
+
+/// Before crash recovery reads a redo size: waits, up to `limit`, for a resize still
+/// under way on the server to end. It is the previous run's (a shrink handed to the
+/// server at exit, or a grow whose client died with it), and until it ends the old
+/// size reads as in effect and MariaDB refuses another resize ("change is already in
+/// progress"): read now, the grown size would be restored over a shrink already
+/// under way, or a grow about to land taken for the baseline.
+async fn wait_for_resizes<S: Server>(
+    server: &mut S,
+    limit: Duration,
+    audit: &mut AuditLog,
+    mode: Mode,
+) {
+    let start = Instant::now();
+    let mut announced = false;
+    loop {
+        let sessions = match server.resizes_under_way().await {
+            Ok(s) => s,
+            Err(e) if e.is_unsupported() => return,
+            Err(e) => {
+                tracing::warn!("cannot tell whether a redo resize is under way: {e}");
+                return;
+            }
+        };
+        let Some(&(id, secs)) = sessions.first() else {
+            if announced {
+                tracing::info!(
+                    "the redo resize under way ended after {:.0?}",
+                    start.elapsed()
+                );
+            }
+            return;
+        };
+        if start.elapsed() >= limit {
+            tracing::warn!(
+                "a redo resize is still under way after {} (session {id}); recovery goes on \
+                 without it",
+                humantime::format_duration(limit)
+            );
+            return;
+        }
+        if !announced {
+            announced = true;
+            let message = format!(
+                "a redo resize is under way on the server (session {id}, for {}); crash \
+                 recovery waits for it to end (at most server.resize_timeout, {}) before \
+                 reading the redo size",
+                secs.map_or("an unknown time".to_string(), |s| format!("{s}s")),
+                humantime::format_duration(limit)
+            );
+            tracing::warn!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 fn quote_account(account: &str) -> String {
@@ -1517,8 +1722,9 @@ fn restore_event(trigger: RestoreTrigger, r: Restored) -> Event {
         knob: r.knob,
         from: r.from,
         to: r.to,
-        ok: r.error.is_none(),
+        ok: r.error.is_none() && r.under_way.is_none(),
         readback: r.readback,
         error: r.error,
+        under_way: r.under_way,
     }
 }

@@ -351,6 +351,17 @@ pub trait Server: Send {
         async { unsupported("the process list") }
     }
 
+    /// The sessions running a redo resize now (`SET GLOBAL innodb_log_file_size` or
+    /// `innodb_redo_log_capacity`, whoever sent it), as `(session id, seconds in it)`.
+    /// A MariaDB resize goes on when its client is gone (tests/redo_resize.rs), and
+    /// the server refuses another until it has ended ("innodb_log_file_size change is
+    /// already in progress"): crash recovery waits for it first.
+    fn resizes_under_way(
+        &mut self,
+    ) -> impl Future<Output = Result<Vec<(u64, Option<u64>)>, ServerError>> + Send {
+        async { unsupported("the process list") }
+    }
+
     /// `SHOW ENGINE INNODB STATUS` as text, once (never in a loop: it takes the lock
     /// system latch).
     fn engine_innodb_status(&mut self) -> impl Future<Output = Result<String, ServerError>> + Send {

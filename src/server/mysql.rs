@@ -855,6 +855,27 @@ impl Server for LiveServer {
         }))
     }
 
+    async fn resizes_under_way(&mut self) -> Result<Vec<(u64, Option<u64>)>, ServerError> {
+        // Constant text: the names are innopilot's own knobs, never a user's string.
+        let sql = "SELECT ID, CAST(TIME AS CHAR) FROM information_schema.PROCESSLIST \
+                   WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID() AND INFO LIKE 'SET%' \
+                   AND (INFO LIKE '%innodb_log_file_size%' \
+                        OR INFO LIKE '%innodb_redo_log_capacity%')";
+        let rows = self
+            .fetch(
+                "looking for a redo resize under way (information_schema.PROCESSLIST)",
+                sql,
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let id = col(r, 0).and_then(|v| parse_u64(&v).ok())?;
+                Some((id, col(r, 1).and_then(|v| parse_u64(&v).ok())))
+            })
+            .collect())
+    }
+
     /// Under the query timeout: the statement has been seen to hang for minutes
     /// (seed 004).
     async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {

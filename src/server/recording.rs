@@ -226,6 +226,10 @@ impl<S: Server> Server for RecordingServer<S> {
         self.inner.session(thread_id, max_chars).await
     }
 
+    async fn resizes_under_way(&mut self) -> Result<Vec<(u64, Option<u64>)>, ServerError> {
+        self.inner.resizes_under_way().await
+    }
+
     async fn engine_innodb_status(&mut self) -> Result<String, ServerError> {
         self.inner.engine_innodb_status().await
     }

@@ -102,7 +102,18 @@ pub(crate) fn drive_controller<S: Server>(
     cfg: Config,
     label: &str,
 ) -> Result<Vec<TickDecision>, String> {
-    drive_controller_audited(server, handle, cfg, label, AuditLog::discard())
+    drive_controller_audited(server, handle, cfg, label, AuditLog::discard()).map(|d| d.decisions)
+}
+
+/// What [`drive_controller_audited`] saw.
+// The exit's outcome is read only by the exit tests.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct Driven {
+    pub decisions: Vec<TickDecision>,
+    /// `Controller::shutdown`'s answer: nothing left for an operator.
+    pub stopped_clean: bool,
+    /// The state file after the exit.
+    pub state: Option<crate::control::state::StateFile>,
 }
 
 /// [`drive_controller`], writing the audit records to `audit`.
@@ -112,12 +123,13 @@ pub(crate) fn drive_controller_audited<S: Server>(
     mut cfg: Config,
     label: &str,
     audit: AuditLog,
-) -> Result<Vec<TickDecision>, String> {
+) -> Result<Driven, String> {
     let dir = TempDir::new(label).map_err(|e| e.to_string())?;
     cfg.control.state_file = dir.0.join("state.json");
     cfg.control.dry_run = false;
     cfg.audit.path = dir.0.join("audit.jsonl");
     let mut decisions = Vec::new();
+    let state_file = cfg.control.state_file.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -135,10 +147,18 @@ pub(crate) fn drive_controller_audited<S: Server>(
             let report = ctl.tick().await.map_err(|e| e.to_string())?;
             decisions.extend(report.decisions);
         }
-        ctl.shutdown("end of simulation").await;
-        Ok::<(), String>(())
-    })?;
-    Ok(decisions)
+        Ok::<bool, String>(ctl.shutdown("end of simulation").await)
+    })
+    .and_then(|stopped_clean| {
+        let state = crate::control::state::StateStore::new(state_file)
+            .load()
+            .map_err(|e| e.to_string())?;
+        Ok(Driven {
+            decisions,
+            stopped_clean,
+            state,
+        })
+    })
 }
 
 /// The model a peer runs on in a scenario: the peer's flavor (or the scenario's), the
@@ -670,9 +690,10 @@ mod tests {
         samples: u32,
         /// The server abandons each resize: OK, with the old size read back.
         abandon: bool,
-        /// A blocking knob's plain SET (the exit restore's) never returns, as a redo
-        /// shrink waiting for a checkpoint under load.
-        hang_restore: bool,
+        /// A redo shrink (the exit restore's) never returns, as one waiting for a
+        /// checkpoint under load; `Some(true)`: its session is seen running it,
+        /// `Some(false)`: its session is gone.
+        hang_restore: Option<bool>,
         pending: Option<Resizing>,
         /// Samples taken while each resize was under way.
         during: Arc<Mutex<Vec<u32>>>,
@@ -709,14 +730,22 @@ mod tests {
         }
 
         async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
-            if self.hang_restore && knob.is_blocking() {
-                std::future::pending::<()>().await;
-            }
             self.inner.set_knob(knob, value).await
         }
 
         async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
             if !knob.is_blocking() {
+                return Ok(PendingSet::done(self.inner.set_knob(knob, value).await));
+            }
+            // A shrink is the exit restore's (the scenario is too short for the
+            // policy's own): it ends at once, or never.
+            if self.inner.read_knobs().await?[&knob] > value {
+                if self.hang_restore.is_some() {
+                    return Ok(PendingSet {
+                        session_id: Some(SHRINK_SESSION),
+                        set: Box::pin(std::future::pending()),
+                    });
+                }
                 return Ok(PendingSet::done(self.inner.set_knob(knob, value).await));
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -735,7 +764,23 @@ mod tests {
                 }),
             })
         }
+
+        async fn session(
+            &mut self,
+            thread_id: u64,
+            _max_chars: u32,
+        ) -> Result<Option<crate::server::SessionInfo>, ServerError> {
+            let running = thread_id == SHRINK_SESSION && self.hang_restore == Some(true);
+            Ok(running.then(|| crate::server::SessionInfo {
+                command: Some("Query".into()),
+                info: Some("SET GLOBAL innodb_log_file_size = 134217728".into()),
+                ..Default::default()
+            }))
+        }
     }
+
+    /// The session of a hanging shrink.
+    const SHRINK_SESSION: u64 = 77;
 
     /// A redo resize does not stop the loop (`Server::start_set`): while the server
     /// works on it the controller goes on sampling, and audits the resize as applied
@@ -749,7 +794,7 @@ mod tests {
             inner: handle.clone(),
             samples: 10,
             abandon,
-            hang_restore: false,
+            hang_restore: None,
             pending: None,
             during: during.clone(),
         };
@@ -799,12 +844,10 @@ mod tests {
         }
     }
 
-    /// At exit a redo shrink that outlasts `control.restore_timeout` is cut off; the
-    /// knobs that return at once are restored and recorded first, and the shrink is
-    /// recorded as not restored, naming the timeout and what happens next, before the
-    /// stop record says `"restored": false`.
-    #[test]
-    fn a_shrink_cut_off_at_exit_is_recorded_as_not_restored() {
+    /// Runs the checkpoint stall with a redo shrink at exit that never ends, its
+    /// session running it (`alive`) or gone; returns the restore and stop records,
+    /// the redo's baseline, and what the run left.
+    fn exit_with_a_hanging_shrink(alive: bool) -> (Vec<serde_json::Value>, u64, super::Driven) {
         let scenario = Scenario::named("checkpoint_stall").unwrap();
         let peer = Peer::named("innopilot_redo").unwrap();
         let handle = SimServer::new(model_for(&scenario, &peer, 1));
@@ -813,7 +856,7 @@ mod tests {
             inner: handle.clone(),
             samples: 10,
             abandon: false,
-            hang_restore: true,
+            hang_restore: Some(alive),
             pending: None,
             during: Arc::new(Mutex::new(Vec::new())),
         };
@@ -821,7 +864,8 @@ mod tests {
         cfg.control.restore_timeout = Duration::from_millis(200);
         let records = Records::default();
         let audit = AuditLog::to_writer(Box::new(records.clone()));
-        drive_controller_audited(server, &handle, cfg, "cut-off-shrink", audit).unwrap();
+        let driven =
+            drive_controller_audited(server, &handle, cfg, "cut-off-shrink", audit).unwrap();
         let text = String::from_utf8(records.0.lock().unwrap().clone()).unwrap();
         let events: Vec<serde_json::Value> = text
             .lines()
@@ -830,32 +874,85 @@ mod tests {
                 matches!(r["event"].as_str(), Some("restore") | Some("stop"))
             })
             .collect();
+        (events, base, driven)
+    }
+
+    /// The redo's restore record, after checking what every exit shares: the knobs
+    /// that return at once come first and are restored, the redo was grown, and the
+    /// state file still asks for the redo's baseline.
+    fn shrink_record(events: &[serde_json::Value], base: u64, driven: &super::Driven) -> usize {
         let shrink = events
             .iter()
             .position(|r| r["knob"] == "innodb_log_file_size")
             .unwrap_or_else(|| panic!("no restore record of the redo: {events:#?}"));
         let r = &events[shrink];
-        assert_eq!(r["ok"], false, "{r}");
-        assert_eq!(r["to"], base, "{r}");
+        assert_eq!((&r["ok"], &r["to"]), (&false.into(), &base.into()), "{r}");
         assert!(
             r["from"].as_u64().is_some_and(|f| f > base),
             "the redo was grown during the run: {r}"
-        );
-        let error = r["error"].as_str().unwrap_or_default();
-        assert!(
-            error.contains("control.restore_timeout (200ms)") && error.contains("next start"),
-            "{error}"
         );
         assert!(
             events[..shrink].iter().all(|r| r["ok"] == true),
             "the knobs that return at once, first and restored: {events:#?}"
         );
+        let state = driven.state.as_ref().expect("a state file");
+        assert!(
+            !state.clean,
+            "the next start must check the redo: {state:?}"
+        );
+        assert_eq!(
+            state.last_set.keys().collect::<Vec<_>>(),
+            [&Knob::LogFileSize],
+            "only the redo is left to recover"
+        );
+        shrink
+    }
+
+    /// At exit a redo shrink that outlasts `control.restore_timeout` while its session
+    /// still runs it is handed over to the server, which finishes it on its own
+    /// (tests/redo_resize.rs): recorded with its session, and the exit is not a
+    /// failure. The state file stays unclean so that the next start checks the size.
+    #[test]
+    fn a_shrink_still_running_at_exit_is_handed_over_to_the_server() {
+        let (events, base, driven) = exit_with_a_hanging_shrink(true);
+        let shrink = shrink_record(&events, base, &driven);
+        let r = &events[shrink];
+        assert_eq!(
+            (&r["under_way"], &r["error"]),
+            (&SHRINK_SESSION.into(), &serde_json::Value::Null),
+            "{r}"
+        );
+        let stop = events.last().unwrap();
+        assert_eq!(stop["event"], "stop", "{events:#?}");
+        assert_eq!(stop["restored"], false, "not back yet: {stop}");
+        assert_eq!(
+            stop["handed_over"],
+            serde_json::json!(["innodb_log_file_size"]),
+            "{stop}"
+        );
+        assert!(driven.stopped_clean, "nothing is left for an operator");
+    }
+
+    /// The same shrink whose session is gone is not restored: recorded with why, the
+    /// exit reports it.
+    #[test]
+    fn a_shrink_cut_off_at_exit_without_its_session_is_recorded_as_not_restored() {
+        let (events, base, driven) = exit_with_a_hanging_shrink(false);
+        let shrink = shrink_record(&events, base, &driven);
+        let r = &events[shrink];
+        assert!(r.get("under_way").is_none(), "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("session is gone") && error.contains("next start"),
+            "{error}"
+        );
         let stop = events.last().unwrap();
         assert_eq!(
-            (stop["event"].as_str(), &stop["restored"]),
-            (Some("stop"), &serde_json::Value::Bool(false)),
-            "{events:#?}"
+            (&stop["event"], &stop["restored"]),
+            (&"stop".into(), &false.into())
         );
+        assert!(stop.get("handed_over").is_none(), "{stop}");
+        assert!(!driven.stopped_clean, "the exit reports the failure");
     }
 
     /// A resize the server abandoned (stopped, or past its time limit) answers OK with
