@@ -85,7 +85,10 @@
 //!   kept it slows the flushing that makes room before the next peak (the fifth
 //!   real-server run's g: 200 after the burst, about 70 pages/s flushed on a device of
 //!   510, the fill climbing under the base load alone). At the target it comes back
-//!   under the device's ceiling before the async point.
+//!   under the device's ceiling before the async point. While a redo grow waits for
+//!   its checkpoint it goes to one second of the device instead: the page cleaner
+//!   flushes toward the grow's LSN a batch of io_capacity_max a second, and a batch
+//!   the device needs seconds for keeps hot pages write-fixed that long.
 //! - **No DML delay.** Redo pressure is never handled by delaying DML: MariaDB applies
 //!   the purge-lag delay only while purge progresses and history is above the lag,
 //!   exactly when a read view ends (trx0purge.cc). The purge-rate policy alone owns
@@ -295,6 +298,17 @@ pub fn recovery_age_bound(
 /// real-server run's h grew "in a lull" of −0.0 %/s at 100 % fill), and only a fill
 /// that really falls has a smaller age to flush before the resize is adopted.
 const LULL_TREND: f64 = -0.001;
+
+/// Whether a redo grow has been asked for and is not in effect yet: while a resize
+/// runs, the controller shows the size asked for (so that no policy asks again) and
+/// the sample the size the server still uses. A shrink never counts.
+fn grow_pending(input: &PolicyInput<'_>) -> bool {
+    let knob = input.caps.redo_size_knob();
+    match (input.current.get(&knob), input.signals.sample.redo.capacity) {
+        (Some(&asked), Some(used)) => asked > used,
+        _ => false,
+    }
+}
 
 /// The redo capacity (bytes) that would have kept a pressure episode's age at
 /// `target_share` of the sync point, given what was measured in it: the episode's
@@ -621,6 +635,16 @@ impl Flush {
         (c as u64).max(base_cap).max(100)
     }
 
+    /// One second of the device (its limit once shown, else the best rate seen), as a
+    /// batch: between io_capacity (the server's rule) and the baseline.
+    fn device_second(&self, base_cap: u64, base_max: u64) -> u64 {
+        let dev = &self.state.device;
+        match dev.limit.or(dev.best) {
+            Some(l) if l.is_finite() => (l as u64).min(base_max).max(base_cap).max(100),
+            _ => base_max,
+        }
+    }
+
     /// The highest io_capacity_max past the async point, where it is the batch size:
     /// [`BATCH_HOLD_S`] of the device's limit once shown, never above [`Self::ceiling`]
     /// nor below io_capacity (the server's rule) and 100.
@@ -768,6 +792,7 @@ impl Flush {
         );
         let points = Points::of(s, fill);
         let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async()));
+        let grow_pending = grow_pending(input);
         let (want, why) = if let (true, Some((lru, flushed))) = (pressure.raise, evicting) {
             let v = if cur == base_max {
                 cur
@@ -933,6 +958,34 @@ impl Flush {
                     "{situation} stays below {} %: innodb_io_capacity_max back to its baseline \
                      {base_max}",
                     self.cfg.idle_fill_pct
+                ),
+            )
+        } else if grow_pending
+            && cur < base_max
+            && !matches!(pressure.held_back, Some(HeldBack::FreePageWaits(_)))
+        {
+            // A grow asked for and not adopted yet: `log_t::resize_start()` ended with
+            // `buf_flush_ahead(start_lsn, false)`, so the page cleaner flushes every page
+            // older than the SET's LSN, a batch of io_capacity_max a second (200 pages/s
+            // at 200 after the stall in the thirty-fifth real-server run's g). Released to
+            // the baseline's 2 000 on a device of about 500 pages/s, each batch kept hot
+            // pages write-fixed for seconds: in the 8 s between the stall's end and the
+            // adoption users ran 19–26 k TPS against 26–39 k for the defaults (whose page
+            // cleaner had nothing left to flush) at half their fill (thirty-fifth and
+            // thirty-seventh runs). One second of the device flushes as fast, in
+            // batches the device writes within their second.
+            let v = self.device_second(base_cap, base_max);
+            (
+                v,
+                format!(
+                    "{situation} is below the target {} % and a redo grow waits for the \
+                     checkpoint to pass the LSN of its SET: until then the page cleaner \
+                     flushes every page older than that LSN, a batch of \
+                     innodb_io_capacity_max a second, and a batch larger than the device \
+                     writes in a second keeps hot pages write-fixed: innodb_io_capacity_max \
+                     {cur} → {v}, one second of the device ({})",
+                    self.cfg.target_fill_pct,
+                    self.device_text()
                 ),
             )
         } else if cur < base_max && !matches!(pressure.held_back, Some(HeldBack::FreePageWaits(_)))
@@ -1908,6 +1961,37 @@ mod tests {
         assert!(m.value <= 330, "{}", m.reason);
         // Idle, it is the baseline.
         let ps = decide(&mut f, &caps, &cur, &signals(400, 0.1, 0.0, 100.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
+    }
+
+    /// Below the target, while a grow waits for its checkpoint, the batch left from
+    /// the stall goes to one second of the device instead of the baseline: the page
+    /// cleaner flushes toward the grow's LSN a batch of io_capacity_max a second, and
+    /// the baseline's 2 000 on a device of 500 pages/s kept hot pages write-fixed for
+    /// seconds (the thirty-fifth and thirty-seventh real-server runs' g). Once the size
+    /// asked for is in effect, the baseline.
+    #[test]
+    fn a_pending_grow_keeps_the_batch_at_one_second_of_the_device() {
+        let mut f = Flush::new(FlushConfig::default());
+        let caps = testkit::mariadb();
+        let mut cur = with(Knob::IoCapacityMax, 200);
+        // Asked for 1 GiB; the server still uses the 100 MiB of the sample.
+        cur.insert(Knob::LogFileSize, 1 << 30);
+        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.4, 0.01, 500.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert_eq!((m.value, m.intent), (500, Intent::Act), "{}", m.reason);
+        assert!(m.reason.contains("redo grow waits"), "{}", m.reason);
+        assert!(!m.reason.contains("  "), "one line of prose: {}", m.reason);
+        // Adopted: the sample shows the size asked for, and the lull releases.
+        let mut adopted = signals(2, 0.05, 0.0, 500.0);
+        adopted.sample.redo.capacity = Some(1 << 30);
+        let ps = decide(&mut f, &caps, &cur, &adopted);
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
+        // A shrink under way is not a grow: the lull releases too.
+        cur.insert(Knob::LogFileSize, 64 << 20);
+        let ps = decide(&mut f, &caps, &cur, &signals(3, 0.4, 0.0, 500.0));
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
     }
