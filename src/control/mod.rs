@@ -1132,10 +1132,21 @@ impl<S: Server> Controller<S> {
                 return r;
             }
         };
-        let result = match by {
+        let mut result = match by {
             None => Some((&mut pending.set).await),
             Some(by) => tokio::time::timeout_at(by, &mut pending.set).await.ok(),
         };
+        if result.is_none() {
+            // Cut off. Asked while the SET's connection is still open, so the row is
+            // ours; not running, it may have ended a moment after the wait did.
+            if self.runs_resize(pending.session_id, knob).await {
+                r.under_way = pending.session_id;
+            } else {
+                result = tokio::time::timeout(Duration::ZERO, &mut pending.set)
+                    .await
+                    .ok();
+            }
+        }
         match result {
             Some(Ok(readback)) => {
                 r.readback = Some(readback);
@@ -1149,45 +1160,32 @@ impl<S: Server> Controller<S> {
                 }
             }
             Some(Err(e)) => r.error = Some(e.to_string()),
+            None if r.under_way.is_some() => {}
             None => {
-                // Asked while the SET's connection is still open, so the row is ours.
-                let running = match pending.session_id {
-                    Some(id) => match self.server.session(id, 200).await {
-                        Ok(Some(s)) => s
-                            .info
-                            .is_some_and(|i| i.to_ascii_lowercase().contains(knob.var_name())),
-                        _ => false,
-                    },
-                    None => false,
-                };
-                // Not running: it may have ended a moment after the wait did.
-                let late = if running {
-                    None
-                } else {
-                    tokio::time::timeout(Duration::ZERO, &mut pending.set)
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                        .filter(|rb| *rb == to)
-                };
-                if running {
-                    r.under_way = pending.session_id;
-                } else if let Some(readback) = late {
-                    r.readback = Some(readback);
-                    self.actuator.restored(knob, now_unix_ms());
-                } else {
-                    r.error = Some(format!(
-                        "innopilot stopped waiting for the resize to {to} and its session is \
-                         gone; the state file keeps the baseline, and the next start (or \
-                         `innopilot restore`) sets it again unless the server is back at it"
-                    ));
-                }
+                r.error = Some(format!(
+                    "innopilot stopped waiting for the resize to {to} and its session is \
+                     gone; the state file keeps the baseline, and the next start (or \
+                     `innopilot restore`) sets it again unless the server is back at it"
+                ));
             }
         }
         // Dropping the SET closes its connection: a MariaDB resize goes on without it
         // (tests/redo_resize.rs).
         drop(pending);
         r
+    }
+
+    /// Whether `session` still runs a SET of `knob` (the process list's statement).
+    async fn runs_resize(&mut self, session: Option<u64>, knob: Knob) -> bool {
+        let Some(id) = session else {
+            return false;
+        };
+        match self.server.session(id, 200).await {
+            Ok(Some(s)) => s
+                .info
+                .is_some_and(|i| i.to_ascii_lowercase().contains(knob.var_name())),
+            _ => false,
+        }
     }
 
     /// After an exit restore cut off by `control.restore_timeout`: every knob still

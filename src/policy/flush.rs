@@ -792,7 +792,6 @@ impl Flush {
         );
         let points = Points::of(s, fill);
         let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async()));
-        let grow_pending = grow_pending(input);
         let (want, why) = if let (true, Some((lru, flushed))) = (pressure.raise, evicting) {
             let v = if cur == base_max {
                 cur
@@ -960,7 +959,7 @@ impl Flush {
                     self.cfg.idle_fill_pct
                 ),
             )
-        } else if grow_pending
+        } else if grow_pending(input)
             && cur < base_max
             && !matches!(pressure.held_back, Some(HeldBack::FreePageWaits(_)))
         {
@@ -982,8 +981,8 @@ impl Flush {
                      checkpoint to pass the LSN of its SET: until then the page cleaner \
                      flushes every page older than that LSN, a batch of \
                      innodb_io_capacity_max a second, and a batch larger than the device \
-                     writes in a second keeps hot pages write-fixed: innodb_io_capacity_max \
-                     {cur} → {v}, one second of the device ({})",
+                     writes in a second delays the grow: innodb_io_capacity_max {cur} → {v}, \
+                     one second of the device ({})",
                     self.cfg.target_fill_pct,
                     self.device_text()
                 ),
