@@ -76,10 +76,10 @@
 //! schedule miss m (history minus where the schedule wants it now, in schedule steps,
 //! clamped to ±1): ×e^(0.05·m) per second behind, and ahead ×e^(0.05·m) on MariaDB,
 //! where "now" is B + b + ℓ(t), ×e^(0.02·m) on MySQL, where it is the last threshold
-//! ([`AMP_UP_PER_S`], [`AMP_DOWN_LINE_PER_S`]). That absorbs what the model leaves out: the live
-//! check in tests/model.rs measured rows paying 0.08–0.32 × D on average (the server turns
-//! the switch off after a batch that handled no pages), a sleep costs more than its
-//! length on a busy machine, and purge speeds up when users slow down. D is bounded
+//! ([`AMP_UP_PER_S`], [`AMP_DOWN_LINE_PER_S`]). That absorbs what the model leaves out: the server turns
+//! the switch off after a batch that handled no pages (the live check in tests/model.rs
+//! saw no row delayed for 0.25–0.75 s after a view's end), a sleep costs more than its
+//! length on a busy machine (1.11–1.15 × a 2 ms delay there), and purge speeds up when users slow down. D is bounded
 //! by `max_delay_us` and by `max_dml_slowdown_pct` of the row time measured without
 //! delay (the users' cost while the switch is on).
 //!
@@ -453,8 +453,8 @@ impl PurgeRate {
     /// ([`AMP_UP_PER_S`]; down [`AMP_DOWN_LINE_PER_S`] on a line, else
     /// [`AMP_DOWN_PER_S`]). That absorbs what the model leaves out: the server's
     /// per-batch switch is off for a batch that handled no pages (the live check in
-    /// tests/model.rs measured rows paying 0.08–0.32 × d on average), a sleep costs
-    /// more than its length on a busy machine, and purge speeds up when users slow
+    /// tests/model.rs saw no row delayed for 0.25–0.75 s after a view's end), a sleep
+    /// costs more than its length on a busy machine (1.11–1.15 × a 2 ms delay there), and purge speeds up when users slow
     /// down.
     ///
     /// "Now" is, on MariaDB, the stage's fixed [`Line`] at this tick (`want_now`);
