@@ -197,10 +197,18 @@ async fn status(cli: &Cli, config: &Config, json: bool, verbose: bool) -> anyhow
     };
     // A controller's state file, when one is readable here: what it changed and which
     // knobs are operator-owned. Unreadable or absent is normal for a plain observer.
-    let state = StateStore::new(config.control.state_file.clone()).peek();
+    let store = StateStore::new(config.control.state_file.clone());
+    let state = store.peek();
+    // Only asked when there is a state file: running, stopped or crashed is the
+    // lock's to tell, not the file's.
+    let lock = if state.is_some() {
+        store.lock_state()
+    } else {
+        innopilot::control::state::LockState::Free
+    };
     if json {
         let mut v = status::status_json(&caps, &signals, config.policy.purge_rate.min_view_age);
-        v["controller"] = status::controller_json(state.as_ref());
+        v["controller"] = status::controller_json(state.as_ref(), &lock);
         v["connection"] = serde_json::json!({
             "target": server.target().to_string(),
             "encrypted": cipher.is_some(),
@@ -221,7 +229,7 @@ async fn status(cli: &Cli, config: &Config, json: bool, verbose: bool) -> anyhow
             "{}",
             status::status_text(&caps, &signals, config.policy.purge_rate.min_view_age)
         )?;
-        out!("{}", status::controller_text(state.as_ref()))?;
+        out!("{}", status::controller_text(state.as_ref(), &lock))?;
     }
     Ok(())
 }

@@ -155,6 +155,16 @@ async fn sigkill_then_next_start_restores_the_baseline() {
     );
     let state = std::fs::read_to_string(run.state()).unwrap();
     assert!(state.contains("\"clean\": false"), "{state}");
+    // `status` reads the lock, not only the file: the killed run is not running.
+    let status = run.status_json(&db.dsn());
+    assert_eq!(
+        (
+            &status["controller"]["state"],
+            &status["controller"]["running"]
+        ),
+        (&"unrestored".into(), &false.into()),
+        "{status}"
+    );
 
     // A new start cleans up before anything else: the crashed run's value goes back to
     // the baseline, and the new run's own baseline is the original one, not the value
@@ -199,6 +209,7 @@ async fn operator_set_is_never_reverted() {
         "{status}"
     );
     assert_eq!(status["controller"]["running"], true);
+    assert_eq!(status["controller"]["state"], "running");
     // Redo fill keeps moving under the load; innopilot must leave the knob alone.
     for _ in 0..12 {
         tokio::time::sleep(Duration::from_millis(500)).await;

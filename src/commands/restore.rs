@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::control::audit::{AuditLog, Mode};
-use crate::control::state::{open_nofollow, StateError, StateStore};
+use crate::control::state::{open_nofollow, LockState, StateError, StateStore};
 use crate::control::{recover, release_path};
 use crate::server::{Knob, Server, ServerError};
 
@@ -196,10 +196,19 @@ pub async fn release(
 ) -> Result<String, RestoreError> {
     let store = StateStore::new(state_file.to_path_buf());
     let path = state_file.display().to_string();
-    let Some(pid) = store.lock_holder() else {
-        return Err(RestoreError::NothingToRelease(format!(
-            "no live innopilot is running with the state file {path}"
-        )));
+    let pid = match store.lock_state() {
+        LockState::Held(pid) => pid,
+        LockState::Free => {
+            return Err(RestoreError::NothingToRelease(format!(
+                "no live innopilot is running with the state file {path}"
+            )))
+        }
+        LockState::Unknown(why) => {
+            return Err(RestoreError::NothingToRelease(format!(
+                "cannot tell whether an innopilot runs with the state file {path} ({why}); \
+                 run `innopilot release` as the service's user"
+            )))
+        }
     };
     let owned = |store: &StateStore| -> Result<bool, RestoreError> {
         Ok(store

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use crate::control::state::{LockState, StateFile};
 use crate::server::{Capabilities, Dynamic, Knob, Server, ServerError};
 use crate::signals::{SignalWindow, Signals};
 
@@ -299,19 +300,74 @@ fn knob_json(caps: &Capabilities, s: &Signals) -> Value {
     Value::Object(out)
 }
 
-/// What `status` tells about a controller, from its state file.
-pub fn controller_json(state: Option<&crate::control::state::StateFile>) -> Value {
+/// What a controller's state file and its lock say about the run that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunState {
+    /// The last run restored its baseline and marked the file clean.
+    Finished,
+    /// A live run holds the lock (its pid, as it wrote it).
+    Running(String),
+    /// Stopped, leaving redo resizes back to the baseline to the server, which
+    /// finishes them at its next checkpoint.
+    HandedOver,
+    /// Ended without restoring (crashed or killed): the next start or
+    /// `innopilot restore` puts the baseline back.
+    Unrestored,
+    /// Unclean, and whether a run holds the lock cannot be told from here (why).
+    Unknown(String),
+}
+
+impl RunState {
+    /// Reads the file's `clean` flag and handover against the lock's state.
+    pub fn of(st: &StateFile, lock: &LockState) -> RunState {
+        match lock {
+            LockState::Held(pid) => RunState::Running(pid.clone()),
+            // A clean file with no lock holder: the last run finished.
+            _ if st.clean => RunState::Finished,
+            LockState::Free if !st.handed_over.is_empty() => RunState::HandedOver,
+            LockState::Free => RunState::Unrestored,
+            LockState::Unknown(why) => RunState::Unknown(why.clone()),
+        }
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            RunState::Finished => "finished",
+            RunState::Running(_) => "running",
+            RunState::HandedOver => "handed_over",
+            RunState::Unrestored => "unrestored",
+            RunState::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// What `status` tells about a controller, from its state file and its lock.
+pub fn controller_json(state: Option<&StateFile>, lock: &LockState) -> Value {
     match state {
         None => Value::Null,
-        Some(st) => json!({
-            "running": !st.clean,
-            "pid": st.pid,
-            "server": st.server,
-            "started_unix_ms": st.started_unix_ms,
-            "changed_by_innopilot": st.last_set,
-            "baseline": st.baseline,
-            "operator_owned": st.operator_owned,
-        }),
+        Some(st) => {
+            let run = RunState::of(st, lock);
+            json!({
+                "state": run.key(),
+                // true, false, or null when the lock cannot be probed from here.
+                "running": match &run {
+                    RunState::Running(_) => Some(true),
+                    RunState::Unknown(_) => None,
+                    _ => Some(false),
+                },
+                "pid": st.pid,
+                "server": st.server,
+                "started_unix_ms": st.started_unix_ms,
+                "changed_by_innopilot": st.last_set,
+                "baseline": st.baseline,
+                "operator_owned": st.operator_owned,
+                "handed_over": st.handed_over,
+                "lock_unknown": match &run {
+                    RunState::Unknown(why) => Some(why.as_str()),
+                    _ => None,
+                },
+            })
+        }
     }
 }
 
@@ -354,22 +410,47 @@ fn show(key: &str, v: &Value) -> String {
 }
 
 /// The controller section of `status` as text (empty without a state file).
-pub fn controller_text(state: Option<&crate::control::state::StateFile>) -> String {
+pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
     let Some(st) = state else {
         return String::new();
     };
     let mut out = String::new();
-    if st.clean {
-        out.push_str(&format!(
-            "\ncontroller   last run (pid {}) finished cleanly\n",
-            st.pid
-        ));
-        return out;
-    }
-    out.push_str(&format!(
-        "\ncontroller   running or crashed: pid {} on {} (a crashed run is cleaned up by the next start or `innopilot restore`)\n",
-        st.pid, st.server
-    ));
+    let names = |knobs: &[Knob]| {
+        knobs
+            .iter()
+            .map(|k| k.var_name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let head = match RunState::of(st, lock) {
+        RunState::Finished => {
+            return format!(
+                "\ncontroller   last run (pid {}) finished cleanly\n",
+                st.pid
+            )
+        }
+        RunState::Running(pid) => format!("running: pid {pid} on {}", st.server),
+        RunState::HandedOver => format!(
+            "stopped: the last run (pid {} on {}) left {} on its way back to the baseline \
+             (a redo resize the server finishes at its next checkpoint); the next start or \
+             `innopilot restore` waits for it and checks the size",
+            st.pid,
+            st.server,
+            names(&st.handed_over)
+        ),
+        RunState::Unrestored => format!(
+            "not running: the last run (pid {} on {}) ended without restoring its changes \
+             (crashed or killed); the next start or `innopilot restore` puts the baseline back",
+            st.pid, st.server
+        ),
+        RunState::Unknown(why) => format!(
+            "running, or ended without restoring: pid {} on {} (whether it runs cannot be \
+             told here: {why}; run `innopilot status` as the service's user, or check the \
+             pid); a run that ended is cleaned up by the next start or `innopilot restore`",
+            st.pid, st.server
+        ),
+    };
+    out.push_str(&format!("\ncontroller   {head}\n"));
     for (k, v) in &st.last_set {
         out.push_str(&format!(
             "  changed    {k} = {v} (baseline {})\n",
@@ -536,4 +617,81 @@ pub fn signal_units() -> Vec<(&'static str, &'static str)> {
     .into_iter()
     .map(|r| (r.key, r.unit))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::KnobValues;
+
+    fn unclean(handed_over: Vec<Knob>) -> StateFile {
+        let mut st = StateFile::new(
+            4242,
+            "root@127.0.0.1:3306".into(),
+            0,
+            KnobValues::from([(Knob::LogFileSize, 128 << 20)]),
+        );
+        st.record_set(Knob::LogFileSize, 1152 << 20, 1);
+        st.handed_over = handed_over;
+        st
+    }
+
+    /// An unclean state file is a live run only when the lock says so: after a crash
+    /// it is a run to restore, after a handed-over shrink a run that stopped, and when
+    /// the lock cannot be probed the status says it cannot tell.
+    #[test]
+    fn the_lock_tells_running_from_stopped() {
+        let held = LockState::Held("4242".into());
+        let crashed = unclean(Vec::new());
+        let text = controller_text(Some(&crashed), &held);
+        assert!(text.contains("controller   running: pid 4242"), "{text}");
+        assert_eq!(controller_json(Some(&crashed), &held)["running"], true);
+
+        let text = controller_text(Some(&crashed), &LockState::Free);
+        assert!(
+            text.contains("not running") && text.contains("crashed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("innodb_log_file_size = 1207959552 (baseline 134217728)"),
+            "{text}"
+        );
+        let json = controller_json(Some(&crashed), &LockState::Free);
+        assert_eq!(
+            (&json["state"], &json["running"]),
+            (&"unrestored".into(), &false.into())
+        );
+
+        let handed = unclean(vec![Knob::LogFileSize]);
+        let text = controller_text(Some(&handed), &LockState::Free);
+        assert!(
+            text.contains("stopped") && text.contains("left innodb_log_file_size on its way back"),
+            "{text}"
+        );
+        assert!(!text.contains("crashed"), "{text}");
+        let json = controller_json(Some(&handed), &LockState::Free);
+        assert_eq!(json["state"], "handed_over");
+        assert_eq!(
+            json["handed_over"],
+            serde_json::json!(["innodb_log_file_size"])
+        );
+
+        let unknown = LockState::Unknown("cannot open /x.lock: Permission denied".into());
+        let text = controller_text(Some(&crashed), &unknown);
+        assert!(
+            text.contains("cannot be told here: cannot open /x.lock: Permission denied"),
+            "{text}"
+        );
+        let json = controller_json(Some(&crashed), &unknown);
+        assert_eq!(
+            (&json["state"], &json["running"]),
+            (&"unknown".into(), &serde_json::Value::Null)
+        );
+
+        let mut clean = crashed.clone();
+        clean.clean = true;
+        let text = controller_text(Some(&clean), &LockState::Free);
+        assert!(text.contains("finished cleanly"), "{text}");
+        assert_eq!(controller_text(None, &LockState::Free), "");
+    }
 }

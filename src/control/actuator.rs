@@ -294,6 +294,19 @@ impl Actuator {
         self.state.clean = true;
         self.persist(now_unix_ms)
     }
+
+    /// Notes at exit that the server finishes these knobs' way back to the baseline on
+    /// its own (a redo shrink still running): the file stays unclean, so the next start
+    /// waits for the resize and checks the size, and `innopilot status` can say the
+    /// run stopped rather than crashed.
+    pub fn hand_over(
+        &mut self,
+        knobs: &[Knob],
+        now_unix_ms: u64,
+    ) -> Result<(), crate::control::state::StateError> {
+        self.state.handed_over = knobs.to_vec();
+        self.persist(now_unix_ms)
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use crate::control::audit::{
 };
 use crate::control::guard::Guard;
 use crate::control::state::{
-    recovery_plan, refused_values, Refused, StateFile, StateLock, StateStore,
+    recovery_plan, refused_values, LockState, Refused, StateFile, StateLock, StateStore,
 };
 use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::{Policy, PolicyInput};
@@ -317,9 +317,11 @@ impl<S: Server> Controller<S> {
             if !saved.clean {
                 // A healthy live run holds the lock: its state is unclean because it
                 // is running, and restoring would undo its work.
-                let message = match store.lock_holder() {
-                    Some(pid) => format!("a live innopilot (pid {pid}) is running with the state file {}; dry-run observes alongside it and touches nothing", cfg.control.state_file.display()),
-                    None => format!("the state file {} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back", cfg.control.state_file.display()),
+                let path = cfg.control.state_file.display();
+                let message = match store.lock_state() {
+                    LockState::Held(pid) => format!("a live innopilot (pid {pid}) is running with the state file {path}; dry-run observes alongside it and touches nothing"),
+                    LockState::Free => format!("the state file {path} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back"),
+                    LockState::Unknown(why) => format!("the state file {path} shows a live run that is running or did not finish cleanly ({why}); dry-run touches nothing either way: when no innopilot runs, `innopilot restore` puts its baseline back"),
                 };
                 tracing::warn!("{message}");
                 emit(&mut audit, mode, now_unix_ms(), Event::Warning { message });
@@ -1275,6 +1277,9 @@ impl<S: Server> Controller<S> {
                     tracing::warn!("cannot mark the state file clean: {e}");
                 }
             } else if !outcome.failed {
+                if let Err(e) = self.actuator.hand_over(&outcome.handed_over, now_unix_ms()) {
+                    tracing::warn!("cannot note the handover in the state file: {e}");
+                }
                 tracing::warn!(
                     "the server is still resizing {} back to the baseline and finishes it on \
                      its own at its next checkpoint; the state file stays unclean, and the \

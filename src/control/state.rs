@@ -57,6 +57,12 @@ pub struct StateFile {
     /// leaves them alone. Shown by `innopilot status`.
     #[serde(default)]
     pub operator_owned: KnobValues,
+    /// Knobs whose way back to the baseline the run's exit left to the server: a redo
+    /// shrink still running when the exit restore stopped waiting for it. The file
+    /// stays unclean; the next start (or `innopilot restore`) waits for the resize and
+    /// checks the size. Shown by `innopilot status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handed_over: Vec<Knob>,
     pub updated_unix_ms: u64,
 }
 
@@ -74,6 +80,7 @@ impl StateFile {
             last_set: KnobValues::new(),
             previous: KnobValues::new(),
             operator_owned: KnobValues::new(),
+            handed_over: Vec::new(),
             updated_unix_ms: now_unix_ms,
         }
     }
@@ -298,22 +305,33 @@ impl StateStore {
         Ok(StateLock { _file: file })
     }
 
-    /// The pid of the live run holding the state file's lock, if one does (a brief,
-    /// shared probe of the lock that changes nothing on disk).
-    pub fn lock_holder(&self) -> Option<String> {
+    /// Whether a live run holds the state file's lock (a brief, shared probe of the
+    /// lock that changes nothing on disk). An unclean state file alone cannot tell a
+    /// running run from one that crashed or handed a resize to the server; the lock
+    /// can, when this process may read it.
+    pub fn lock_state(&self) -> LockState {
         let path = lock_path(&self.path);
-        let mut file = open_nofollow(&path, OpenOptions::new().read(true)).ok()?;
+        let mut file = match open_nofollow(&path, OpenOptions::new().read(true)) {
+            Ok(f) => f,
+            // Every run creates the lock file before it writes the state: none there,
+            // none held.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return LockState::Free,
+            Err(e) => return LockState::Unknown(format!("cannot open {}: {e}", path.display())),
+        };
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
-            Ok(()) => None,
-            Err(_) => {
+            Ok(()) => LockState::Free,
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
                 let pid = pid.trim();
-                Some(if pid.is_empty() {
+                LockState::Held(if pid.is_empty() {
                     "unknown".into()
                 } else {
                     pid.into()
                 })
+            }
+            Err(e) => {
+                LockState::Unknown(format!("cannot probe the lock on {}: {e}", path.display()))
             }
         }
     }
@@ -356,6 +374,17 @@ impl StateStore {
             hint,
         }
     }
+}
+
+/// Whether a live run holds a state file's lock ([`StateStore::lock_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// A live run (or `innopilot restore`) holds it: its pid as it wrote it.
+    Held(String),
+    /// No process holds it.
+    Free,
+    /// This process cannot tell (the lock file cannot be opened or probed): why.
+    Unknown(String),
 }
 
 /// Held for a live run's life (and by `innopilot restore`): the advisory lock on
@@ -786,7 +815,7 @@ mod tests {
     fn one_lock_holder_at_a_time() {
         let d = tempfile::tempdir().unwrap();
         let store = StateStore::new(d.path().join("state.json"));
-        assert_eq!(store.lock_holder(), None);
+        assert_eq!(store.lock_state(), LockState::Free);
         let held = store.lock().unwrap();
         // flock locks belong to the open file, so a second open in this process
         // conflicts just as another process would.
@@ -797,10 +826,24 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains(&pid), "{e}");
-        assert_eq!(store.lock_holder(), Some(pid));
+        assert_eq!(store.lock_state(), LockState::Held(pid));
         drop(held);
-        assert_eq!(store.lock_holder(), None);
+        assert_eq!(store.lock_state(), LockState::Free);
         let _again = store.lock().unwrap();
+    }
+
+    /// A lock file this process cannot open says "cannot tell", not "free": a status
+    /// run by another user must not report a live run as stopped.
+    #[cfg(unix)]
+    #[test]
+    fn an_unreadable_lock_is_unknown_not_free() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        std::os::unix::fs::symlink(d.path().join("elsewhere"), lock_path(store.path())).unwrap();
+        match store.lock_state() {
+            LockState::Unknown(why) => assert!(why.contains("state.json.lock"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

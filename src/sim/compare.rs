@@ -931,6 +931,9 @@ mod tests {
             "{stop}"
         );
         assert!(driven.stopped_clean, "nothing is left for an operator");
+        // The state file says so, for `innopilot status`: stopped, not crashed.
+        let state = driven.state.as_ref().unwrap();
+        assert_eq!(state.handed_over, [Knob::LogFileSize], "{state:?}");
     }
 
     /// The same shrink whose session is gone is not restored: recorded with why, the
@@ -953,6 +956,8 @@ mod tests {
         );
         assert!(stop.get("handed_over").is_none(), "{stop}");
         assert!(!driven.stopped_clean, "the exit reports the failure");
+        let state = driven.state.as_ref().unwrap();
+        assert!(state.handed_over.is_empty(), "not handed over: {state:?}");
     }
 
     /// A resize the server abandoned (stopped, or past its time limit) answers OK with
