@@ -19,7 +19,8 @@
 //!   section; [`policy::registry`] lists and ranks them; the arbiter; the servers' own
 //!   formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
-//!   audit log, and the loop that performs plans (tick → typed report).
+//!   audit log, the loop that performs plans (tick → typed report), restoring the
+//!   baseline at exit (`control::restore`) and crash recovery ([`control::recovery`]).
 //! - [`commands`]: `status`, `watch` (its loop is `record`'s), `diagnose`, `drain`, `replay`.
 //! - [`metrics`]: the snapshot the loop publishes and its Prometheus rendering.
 //! - [`check`]: `/check`, the freno-compatible "may background work proceed" answer.

@@ -1,7 +1,17 @@
 //! The control loop: every interval, sample → signals → policies → arbiter → guard →
 //! actuator → audit + state. Also owns the lifecycle around it: the privilege check,
-//! crash recovery at start, lost connections and server restarts, operator-owned
-//! knobs, and restoring the baseline at the end.
+//! crash recovery at start ([`recovery`]), lost connections and server restarts,
+//! operator-owned knobs, and restoring the baseline at the end (`restore`).
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`plan`] | the pure planning step: proposals → arbiter → guard → changes |
+//! | [`guard`] | bounds, dwell, rate limits, operator-owned knobs |
+//! | [`actuator`] | SET, read back, the state file written before each SET |
+//! | [`state`] | the state file and its lock |
+//! | [`audit`] | the audit log |
+//! | `restore` | the baseline back at exit, resizes handed over |
+//! | [`recovery`] | what a run that did not finish left, put back |
 //!
 //! Invariants:
 //! - No decision is acted on unless the capabilities and knob values it rests on were
@@ -14,9 +24,14 @@ pub mod actuator;
 pub mod audit;
 pub mod guard;
 pub mod plan;
+pub mod recovery;
+mod restore;
 pub mod state;
 
-use std::collections::{BTreeMap, BTreeSet};
+use recovery::describe_server;
+pub use recovery::{recover, RecoveryReport};
+
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,14 +42,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::config::{Config, OnServerLost};
-use crate::control::actuator::{order_changes, Actuator, ActuatorError, Applied, Restored};
+use crate::control::actuator::{Actuator, ActuatorError, Applied};
 use crate::control::audit::{
     compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
 };
 use crate::control::guard::Guard;
-use crate::control::state::{
-    recovery_plan, refused_values, LockState, Refused, StateFile, StateLock, StateStore,
-};
+use crate::control::state::{LockState, StateFile, StateLock, StateStore};
 use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::{Policy, PolicyInput};
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
@@ -1043,281 +1056,6 @@ impl<S: Server> Controller<S> {
             false,
         )
     }
-
-    /// At exit: a blocking SET still under way is stopped (`KILL QUERY` on its session;
-    /// MariaDB then abandons the resize, `log_t::resize_abort()`), so that innopilot
-    /// does not leave a resize behind it, and its outcome is audited.
-    async fn stop_in_flight(&mut self, wait: Duration) {
-        let Some(id) = self.in_flight.as_ref().map(|f| f.session_id) else {
-            return;
-        };
-        if let Some(id) = id {
-            if let Err(e) = self.server.kill_query(id).await {
-                tracing::warn!("cannot stop the redo resize under way (session {id}): {e}");
-            }
-        }
-        if let Err(e) = self.settle_in_flight(Some(wait)).await {
-            tracing::warn!("{e}");
-        }
-        if let Some(f) = self.in_flight.take() {
-            f.task.abort();
-            tracing::warn!(knob = %f.knob, "a resize to {} was still under way at exit", f.to);
-        }
-    }
-
-    /// The knobs a restore leaves alone: an operator's.
-    fn restore_skip(&self) -> BTreeSet<Knob> {
-        self.guard.operator_owned().map(|(k, _)| k).collect()
-    }
-
-    /// Restores the baseline: the knobs that return at once first, recorded before
-    /// the redo resizes, which wait for a checkpoint. A resize is waited for until
-    /// `resize_by` (`None`: as long as its SET takes, bounded by
-    /// `server.resize_timeout`); cut off there while its session still runs it, it is
-    /// handed over to the server, which finishes it on its own.
-    async fn restore(
-        &mut self,
-        trigger: RestoreTrigger,
-        live: &KnobValues,
-        resize_by: Option<Instant>,
-    ) -> Restoration {
-        let skip = self.restore_skip();
-        let mut out = Restoration::default();
-        let results = self
-            .actuator
-            .restore_fast(&mut self.server, live, &skip, now_unix_ms())
-            .await;
-        for r in results {
-            out.failed |= r.error.is_some();
-            self.emit(restore_event(trigger, r));
-        }
-        if self.opts.dry_run {
-            return out;
-        }
-        let resizes: Vec<_> = self
-            .actuator
-            .pending_restore(live, &skip)
-            .into_iter()
-            .filter(|(k, _, _)| k.is_blocking())
-            .collect();
-        for (knob, from, to) in resizes {
-            let r = self.restore_resize(knob, from, to, resize_by).await;
-            out.failed |= r.error.is_some();
-            if r.under_way.is_some() {
-                out.handed_over.push(knob);
-            }
-            self.emit(restore_event(trigger, r));
-        }
-        out
-    }
-
-    /// One redo resize back to the baseline, on a session of its own.
-    async fn restore_resize(
-        &mut self,
-        knob: Knob,
-        from: u64,
-        to: u64,
-        by: Option<Instant>,
-    ) -> Restored {
-        let mut r = Restored {
-            knob,
-            from,
-            to,
-            readback: None,
-            error: None,
-            under_way: None,
-        };
-        let mut pending = match self.server.start_set(knob, to).await {
-            Ok(p) => p,
-            Err(e) => {
-                r.error = Some(e.to_string());
-                return r;
-            }
-        };
-        let mut result = match by {
-            None => Some((&mut pending.set).await),
-            Some(by) => tokio::time::timeout_at(by, &mut pending.set).await.ok(),
-        };
-        if result.is_none() {
-            // Cut off. Asked while the SET's connection is still open, so the row is
-            // ours; not running, it may have ended a moment after the wait did.
-            if self.runs_resize(pending.session_id, knob).await {
-                r.under_way = pending.session_id;
-            } else {
-                result = tokio::time::timeout(Duration::ZERO, &mut pending.set)
-                    .await
-                    .ok();
-            }
-        }
-        match result {
-            Some(Ok(readback)) => {
-                r.readback = Some(readback);
-                if readback == to {
-                    self.actuator.restored(knob, now_unix_ms());
-                } else {
-                    // MariaDB answers OK with the old size when it abandons a resize.
-                    r.error = Some(format!(
-                        "the server answered with {readback} in effect: the resize was abandoned"
-                    ));
-                }
-            }
-            Some(Err(e)) => r.error = Some(e.to_string()),
-            None if r.under_way.is_some() => {}
-            None => {
-                r.error = Some(format!(
-                    "innopilot stopped waiting for the resize to {to} and its session is \
-                     gone; the state file keeps the baseline, and the next start (or \
-                     `innopilot restore`) sets it again unless the server is back at it"
-                ));
-            }
-        }
-        // Dropping the SET closes its connection: a MariaDB resize goes on without it
-        // (tests/redo_resize.rs).
-        drop(pending);
-        r
-    }
-
-    /// Whether `session` still runs a SET of `knob` (the process list's statement).
-    async fn runs_resize(&mut self, session: Option<u64>, knob: Knob) -> bool {
-        let Some(id) = session else {
-            return false;
-        };
-        match self.server.session(id, 200).await {
-            Ok(Some(s)) => s
-                .info
-                .is_some_and(|i| i.to_ascii_lowercase().contains(knob.var_name())),
-            _ => false,
-        }
-    }
-
-    /// After an exit restore cut off by `control.restore_timeout`: every knob still
-    /// away from its baseline is recorded as not restored, with what happens to it
-    /// next. (A redo shrink cut off by the timeout would otherwise leave no record at
-    /// all: the thirty-fifth real-server run's g, whose audit logs ended with
-    /// `"restored": false` and nothing naming innodb_log_file_size.)
-    fn record_unrestored(&mut self, live: Option<&KnobValues>, limit: Duration) {
-        let Some(live) = live else {
-            return;
-        };
-        let skip = self.restore_skip();
-        for (knob, from, to) in self.actuator.pending_restore(live, &skip) {
-            let why = if knob.is_blocking() {
-                "a redo resize returns only once the checkpoint passes the LSN of its SET"
-            } else {
-                "the server did not answer in time"
-            };
-            let error = format!(
-                "not restored within control.restore_timeout ({}): {why}; the state file \
-                 keeps the baseline, and the next start (or `innopilot restore`) sets it \
-                 again unless the server is back at it",
-                humantime::format_duration(limit)
-            );
-            let r = Restored {
-                knob,
-                from,
-                to,
-                readback: None,
-                error: Some(error),
-                under_way: None,
-            };
-            self.emit(restore_event(RestoreTrigger::Exit, r));
-        }
-    }
-
-    /// Restores the baseline (live mode) within `control.restore_timeout`, writes the
-    /// final state, and records the stop. Returns whether nothing is left for an
-    /// operator: the server is back at its baseline, or a redo resize back to it is
-    /// still running on the server, which finishes it on its own (handed over; the
-    /// state file stays unclean so that the next start checks it). Always true in
-    /// dry-run, which changed nothing.
-    pub async fn shutdown(&mut self, reason: &str) -> bool {
-        self.publish(Phase::Stopping);
-        let mut outcome = Restoration::default();
-        if !self.opts.dry_run {
-            let limit = self.cfg.control.restore_timeout;
-            // A resize is waited for three quarters of the limit: the rest is for
-            // asking whether its session still runs it.
-            let resize_by = Instant::now() + limit * 3 / 4;
-            // The knobs as read at exit, to name what a timed-out restore left.
-            let mut read_at_exit: Option<KnobValues> = None;
-            let attempt = async {
-                // Bounded by the same limit: the resize is stopped, not waited for.
-                self.stop_in_flight(limit / 2).await;
-                if self.caps.is_none() {
-                    if let Ok(c) = self.server.probe().await {
-                        self.caps = Some(c);
-                    }
-                }
-                match self.server.read_knobs().await {
-                    Ok(live) => {
-                        read_at_exit = Some(live.clone());
-                        self.restore(RestoreTrigger::Exit, &live, Some(resize_by))
-                            .await
-                    }
-                    Err(e) => {
-                        self.emit(Event::Warning {
-                            message: format!("cannot read the knobs to restore them: {e}"),
-                        });
-                        Restoration {
-                            failed: true,
-                            handed_over: Vec::new(),
-                        }
-                    }
-                }
-            };
-            match tokio::time::timeout(limit, attempt).await {
-                Ok(o) => outcome = o,
-                Err(_) => {
-                    outcome.failed = true;
-                    self.record_unrestored(read_at_exit.as_ref(), limit);
-                }
-            }
-            if outcome.ok() {
-                if let Err(e) = self.actuator.finish(now_unix_ms()) {
-                    tracing::warn!("cannot mark the state file clean: {e}");
-                }
-            } else if !outcome.failed {
-                if let Err(e) = self.actuator.hand_over(&outcome.handed_over, now_unix_ms()) {
-                    tracing::warn!("cannot note the handover in the state file: {e}");
-                }
-                tracing::warn!(
-                    "the server is still resizing {} back to the baseline and finishes it on \
-                     its own at its next checkpoint; the state file stays unclean, and the \
-                     next start waits for the resize and checks the size",
-                    outcome
-                        .handed_over
-                        .iter()
-                        .map(|k| k.var_name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            } else {
-                tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
-            }
-        }
-        self.emit(Event::Stop {
-            reason: reason.to_string(),
-            restored: outcome.ok(),
-            handed_over: outcome.handed_over.clone(),
-        });
-        !outcome.failed
-    }
-}
-
-/// What a restore achieved.
-#[derive(Default)]
-struct Restoration {
-    /// A knob could not be restored (an error, or cut off by the timeout).
-    failed: bool,
-    /// Redo resizes back to the baseline the server finishes on its own.
-    handed_over: Vec<Knob>,
-}
-
-impl Restoration {
-    /// Every knob is back at its baseline now.
-    fn ok(&self) -> bool {
-        !self.failed && self.handed_over.is_empty()
-    }
 }
 
 /// Operations hooks: the snapshot behind `/metrics` and the health endpoints, and
@@ -1457,200 +1195,6 @@ impl<S: Server> Controller<S> {
     }
 }
 
-/// What crash recovery did, knob by knob.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// The state belongs to another server (how it describes that server): nothing was
-    /// read or set.
-    pub foreign: Option<String>,
-    /// Set back to the baseline.
-    pub restored: Vec<Knob>,
-    /// The SET failed.
-    pub failed: Vec<Knob>,
-    /// Values the state file asks for that innopilot will not set.
-    pub refused: Vec<Refused>,
-    /// Changed by someone else since, or not readable: left alone.
-    pub left: Vec<Knob>,
-    /// Already at the baseline.
-    pub already: Vec<Knob>,
-}
-
-impl RecoveryReport {
-    /// Why the server may still carry a value of innopilot's; `None` when nothing of
-    /// the saved run is left to restore.
-    pub fn incomplete(&self) -> Option<String> {
-        let mut why = Vec::new();
-        if let Some(theirs) = &self.foreign {
-            why.push(format!("the state belongs to another server ({theirs})"));
-        }
-        if !self.failed.is_empty() {
-            let names: Vec<&str> = self.failed.iter().map(|k| k.var_name()).collect();
-            why.push(format!("could not set {}", names.join(", ")));
-        }
-        for r in &self.refused {
-            why.push(format!("refused {r}"));
-        }
-        (!why.is_empty()).then(|| why.join("; "))
-    }
-}
-
-/// "server_id 1, host db1, port 3306, datadir /var/lib/mysql/ (MariaDB … at …)": what
-/// a refusal shows of the server connected now.
-fn describe_server<S: Server>(server: &S, target: &str) -> String {
-    match server.instance() {
-        Some(i) => format!("{i} at {target}"),
-        None => target.to_string(),
-    }
-}
-
-/// Whether `saved` was written for the server connected now: by what the server is
-/// when both sides know it, else (older files, the simulator) by the target string.
-fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
-    match (&saved.instance, server.instance()) {
-        (Some(theirs), Some(ours)) => *theirs == ours,
-        _ => saved.server == target,
-    }
-}
-
-/// Restores what a crashed live run left changed: knobs still at innopilot's last value
-/// go back to the saved baseline; knobs changed by someone else since are left alone
-/// and reported. Every value is checked against `cfg` before it is set
-/// ([`refused_values`]). State written for another server is not acted on at all.
-pub async fn recover<S: Server>(
-    server: &mut S,
-    saved: &StateFile,
-    cfg: &Config,
-    target: &str,
-    audit: &mut AuditLog,
-    mode: Mode,
-) -> Result<RecoveryReport, ServerError> {
-    let mut report = RecoveryReport::default();
-    if !same_server(saved, server, target) {
-        let theirs = match &saved.instance {
-            Some(i) => format!("{i} at {}", saved.server),
-            None => saved.server.clone(),
-        };
-        emit(
-            audit,
-            mode,
-            now_unix_ms(),
-            Event::Warning {
-                message: format!(
-                    "the state file belongs to another server ({theirs}); not restoring from it"
-                ),
-            },
-        );
-        report.foreign = Some(theirs);
-        return Ok(report);
-    }
-    let refused = refused_values(saved, cfg);
-    if saved.last_set.keys().any(|k| k.is_blocking()) {
-        wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
-    }
-    let live = server.read_knobs().await?;
-    let plan = recovery_plan(saved, &live);
-    let mut restore = plan.restore;
-    order_changes(&mut restore);
-    for (knob, from, to) in restore {
-        if let Some(r) = refused.iter().find(|r| r.knob == knob) {
-            let message = format!(
-                "crash recovery refuses {r}; {knob} stays at {from}: check the state file (it may have been edited) and the [knobs.{knob}] settings"
-            );
-            tracing::error!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
-            report.refused.push(r.clone());
-            continue;
-        }
-        let res = server.set_knob(knob, to).await;
-        let (readback, error) = match &res {
-            Ok(rb) => (Some(*rb), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        if res.is_ok() {
-            report.restored.push(knob);
-        } else {
-            report.failed.push(knob);
-        }
-        emit(
-            audit,
-            mode,
-            now_unix_ms(),
-            Event::Restore {
-                trigger: RestoreTrigger::CrashRecovery,
-                knob,
-                from,
-                to,
-                ok: res.is_ok(),
-                readback,
-                error,
-                under_way: None,
-            },
-        );
-    }
-    for leave in &plan.leave {
-        report.left.push(leave.knob);
-        emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
-    }
-    report.already = plan.already_baseline;
-    Ok(report)
-}
-
-/// Before crash recovery reads a redo size: waits, up to `limit`, for a resize still
-/// under way on the server to end. It is the previous run's (a shrink handed to the
-/// server at exit, or a grow whose client died with it), and until it ends the old
-/// size reads as in effect and MariaDB refuses another resize ("change is already in
-/// progress"): read now, the grown size would be restored over a shrink already
-/// under way, or a grow about to land taken for the baseline.
-async fn wait_for_resizes<S: Server>(
-    server: &mut S,
-    limit: Duration,
-    audit: &mut AuditLog,
-    mode: Mode,
-) {
-    let start = Instant::now();
-    let mut announced = false;
-    loop {
-        let sessions = match server.resizes_under_way().await {
-            Ok(s) => s,
-            Err(e) if e.is_unsupported() => return,
-            Err(e) => {
-                tracing::warn!("cannot tell whether a redo resize is under way: {e}");
-                return;
-            }
-        };
-        let Some(&(id, secs)) = sessions.first() else {
-            if announced {
-                tracing::info!(
-                    "the redo resize under way ended after {:.0?}",
-                    start.elapsed()
-                );
-            }
-            return;
-        };
-        if start.elapsed() >= limit {
-            tracing::warn!(
-                "a redo resize is still under way after {} (session {id}); recovery goes on \
-                 without it",
-                humantime::format_duration(limit)
-            );
-            return;
-        }
-        if !announced {
-            announced = true;
-            let message = format!(
-                "a redo resize is under way on the server (session {id}, for {}); crash \
-                 recovery waits for it to end (at most server.resize_timeout, {}) before \
-                 reading the redo size",
-                secs.map_or("an unknown time".to_string(), |s| format!("{s}s")),
-                humantime::format_duration(limit)
-            );
-            tracing::warn!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 fn quote_account(account: &str) -> String {
     match account.split_once('@') {
         Some((u, h)) => format!("'{u}'@'{h}'"),
@@ -1715,19 +1259,5 @@ fn decision_event(
         guard_notes,
         lost_to: d.lost_to(),
         signals: compact_signals(signals),
-    }
-}
-
-/// The audit record of one knob's restore.
-fn restore_event(trigger: RestoreTrigger, r: Restored) -> Event {
-    Event::Restore {
-        trigger,
-        knob: r.knob,
-        from: r.from,
-        to: r.to,
-        ok: r.error.is_none() && r.under_way.is_none(),
-        readback: r.readback,
-        error: r.error,
-        under_way: r.under_way,
     }
 }

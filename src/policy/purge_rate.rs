@@ -23,7 +23,7 @@
 //! each tick. On MariaDB T is the time left until the episode's deadline,
 //! `drain_horizon` after it went over budget (at least [`SCHEDULE_STEP_S`]), so the
 //! excess drains linearly and arrives; on MySQL T is `drain_horizon`, a time constant
-//! ([`PurgeRate::time_to_go`] says why).
+//! (`PurgeRate::time_to_go` says why).
 //! The actuators are used in order:
 //!
 //! 1. **Purge threads**, where they are dynamic (MariaDB ≥ 10.7.1), from the baseline
@@ -131,7 +131,7 @@ pub const SCHEDULE_STEP_S: f64 = 5.0;
 pub const AMP_UP_PER_S: f64 = 0.05;
 pub const AMP_DOWN_PER_S: f64 = 0.02;
 /// The down gain on MariaDB, where the integral compares history with a fixed
-/// [`Line`] to the deadline: that reference is unbiased (history that follows the
+/// `Line` to the deadline: that reference is unbiased (history that follows the
 /// schedule sits on it), so the amplitude may shrink as fast as it grows. The slower
 /// [`AMP_DOWN_PER_S`] stays where the reference is last tick's threshold (MySQL),
 /// one step ahead of the schedule.

@@ -1,0 +1,210 @@
+//! Crash recovery: what a live run that did not finish left changed goes back to its
+//! baseline before anything else, at the next start or by `innopilot restore`. State
+//! written for another server is never acted on, every saved value is checked against
+//! the configuration first, and a redo resize still under way is waited for before the
+//! size is read.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{emit, now_unix_ms};
+use crate::config::Config;
+use crate::control::actuator::order_changes;
+use crate::control::audit::{AuditLog, Event, Mode, RestoreTrigger};
+use crate::control::state::{recovery_plan, refused_values, Refused, StateFile};
+use crate::server::{Knob, Server, ServerError};
+
+/// What crash recovery did, knob by knob.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The state belongs to another server (how it describes that server): nothing was
+    /// read or set.
+    pub foreign: Option<String>,
+    /// Set back to the baseline.
+    pub restored: Vec<Knob>,
+    /// The SET failed.
+    pub failed: Vec<Knob>,
+    /// Values the state file asks for that innopilot will not set.
+    pub refused: Vec<Refused>,
+    /// Changed by someone else since, or not readable: left alone.
+    pub left: Vec<Knob>,
+    /// Already at the baseline.
+    pub already: Vec<Knob>,
+}
+
+impl RecoveryReport {
+    /// Why the server may still carry a value of innopilot's; `None` when nothing of
+    /// the saved run is left to restore.
+    pub fn incomplete(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if let Some(theirs) = &self.foreign {
+            why.push(format!("the state belongs to another server ({theirs})"));
+        }
+        if !self.failed.is_empty() {
+            let names: Vec<&str> = self.failed.iter().map(|k| k.var_name()).collect();
+            why.push(format!("could not set {}", names.join(", ")));
+        }
+        for r in &self.refused {
+            why.push(format!("refused {r}"));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+}
+
+/// "server_id 1, host db1, port 3306, datadir /var/lib/mysql/ (MariaDB … at …)": what
+/// a refusal shows of the server connected now.
+pub(super) fn describe_server<S: Server>(server: &S, target: &str) -> String {
+    match server.instance() {
+        Some(i) => format!("{i} at {target}"),
+        None => target.to_string(),
+    }
+}
+
+/// Whether `saved` was written for the server connected now: by what the server is
+/// when both sides know it, else (older files, the simulator) by the target string.
+fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
+    match (&saved.instance, server.instance()) {
+        (Some(theirs), Some(ours)) => *theirs == ours,
+        _ => saved.server == target,
+    }
+}
+
+/// Restores what a crashed live run left changed: knobs still at innopilot's last value
+/// go back to the saved baseline; knobs changed by someone else since are left alone
+/// and reported. Every value is checked against `cfg` before it is set
+/// ([`refused_values`]). State written for another server is not acted on at all.
+pub async fn recover<S: Server>(
+    server: &mut S,
+    saved: &StateFile,
+    cfg: &Config,
+    target: &str,
+    audit: &mut AuditLog,
+    mode: Mode,
+) -> Result<RecoveryReport, ServerError> {
+    let mut report = RecoveryReport::default();
+    if !same_server(saved, server, target) {
+        let theirs = match &saved.instance {
+            Some(i) => format!("{i} at {}", saved.server),
+            None => saved.server.clone(),
+        };
+        emit(
+            audit,
+            mode,
+            now_unix_ms(),
+            Event::Warning {
+                message: format!(
+                    "the state file belongs to another server ({theirs}); not restoring from it"
+                ),
+            },
+        );
+        report.foreign = Some(theirs);
+        return Ok(report);
+    }
+    let refused = refused_values(saved, cfg);
+    if saved.last_set.keys().any(|k| k.is_blocking()) {
+        wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
+    }
+    let live = server.read_knobs().await?;
+    let plan = recovery_plan(saved, &live);
+    let mut restore = plan.restore;
+    order_changes(&mut restore);
+    for (knob, from, to) in restore {
+        if let Some(r) = refused.iter().find(|r| r.knob == knob) {
+            let message = format!(
+                "crash recovery refuses {r}; {knob} stays at {from}: check the state file (it may have been edited) and the [knobs.{knob}] settings"
+            );
+            tracing::error!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            report.refused.push(r.clone());
+            continue;
+        }
+        let res = server.set_knob(knob, to).await;
+        let (readback, error) = match &res {
+            Ok(rb) => (Some(*rb), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        if res.is_ok() {
+            report.restored.push(knob);
+        } else {
+            report.failed.push(knob);
+        }
+        emit(
+            audit,
+            mode,
+            now_unix_ms(),
+            Event::Restore {
+                trigger: RestoreTrigger::CrashRecovery,
+                knob,
+                from,
+                to,
+                ok: res.is_ok(),
+                readback,
+                error,
+                under_way: None,
+            },
+        );
+    }
+    for leave in &plan.leave {
+        report.left.push(leave.knob);
+        emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
+    }
+    report.already = plan.already_baseline;
+    Ok(report)
+}
+
+/// Before crash recovery reads a redo size: waits, up to `limit`, for a resize still
+/// under way on the server to end. It is the previous run's (a shrink handed to the
+/// server at exit, or a grow whose client died with it), and until it ends the old
+/// size reads as in effect and MariaDB refuses another resize ("change is already in
+/// progress"): read now, the grown size would be restored over a shrink already
+/// under way, or a grow about to land taken for the baseline.
+async fn wait_for_resizes<S: Server>(
+    server: &mut S,
+    limit: Duration,
+    audit: &mut AuditLog,
+    mode: Mode,
+) {
+    let start = Instant::now();
+    let mut announced = false;
+    loop {
+        let sessions = match server.resizes_under_way().await {
+            Ok(s) => s,
+            Err(e) if e.is_unsupported() => return,
+            Err(e) => {
+                tracing::warn!("cannot tell whether a redo resize is under way: {e}");
+                return;
+            }
+        };
+        let Some(&(id, secs)) = sessions.first() else {
+            if announced {
+                tracing::info!(
+                    "the redo resize under way ended after {:.0?}",
+                    start.elapsed()
+                );
+            }
+            return;
+        };
+        if start.elapsed() >= limit {
+            tracing::warn!(
+                "a redo resize is still under way after {} (session {id}); recovery goes on \
+                 without it",
+                humantime::format_duration(limit)
+            );
+            return;
+        }
+        if !announced {
+            announced = true;
+            let message = format!(
+                "a redo resize is under way on the server (session {id}, for {}); crash \
+                 recovery waits for it to end (at most server.resize_timeout, {}) before \
+                 reading the redo size",
+                secs.map_or("an unknown time".to_string(), |s| format!("{s}s")),
+                humantime::format_duration(limit)
+            );
+            tracing::warn!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
