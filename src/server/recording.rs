@@ -11,7 +11,9 @@
 //! until the recording itself shows that knob changing. So a recording of a live run
 //! (where innopilot's own SETs appear in later samples) replays consistently, and a
 //! recording of a passive `record` session (where the knob never moves) does not look
-//! like an operator changing it back.
+//! like an operator changing it back. A redo resize (a blocking SET) ends where the
+//! recording shows the size it asks for, as the recorded server adopted it then; one
+//! the recording never shows ends at once.
 //!
 //! What a recording does not hold (status values, the process list, SHOW ENGINE INNODB
 //! STATUS, a server-side purge wait) a replay answers with
@@ -22,6 +24,8 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -312,6 +316,15 @@ pub struct ReplayServer {
     overlay: BTreeMap<Knob, (u64, u64)>,
     /// Knob values in effect now, as the replayed server would report them.
     current: KnobValues,
+    /// How far the replay has got, shared with the resizes under way.
+    progress: Arc<Mutex<Progress>>,
+}
+
+/// The samples returned so far, and the resizes waiting for a later one.
+#[derive(Debug, Default)]
+struct Progress {
+    returned: usize,
+    wakers: Vec<Waker>,
 }
 
 impl ReplayServer {
@@ -330,6 +343,7 @@ impl ReplayServer {
             next: 0,
             overlay: BTreeMap::new(),
             current,
+            progress: Arc::default(),
         }
     }
 
@@ -366,6 +380,11 @@ impl Server for ReplayServer {
             s.knobs.insert(*k, *v);
         }
         self.current = s.knobs.clone();
+        let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        p.returned = self.next;
+        for w in p.wakers.drain(..) {
+            w.wake();
+        }
         Ok(s)
     }
 
@@ -396,6 +415,34 @@ impl Server for ReplayServer {
         }
         self.current.insert(knob, v);
         Ok(v)
+    }
+
+    /// A redo resize the recording shows taking effect (the first later sample with
+    /// that size) ends once the replay has returned that sample, as the recorded
+    /// server's did; any other SET ends at once.
+    async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        let adopted_at = knob.is_blocking().then(|| {
+            self.samples[self.next..]
+                .iter()
+                .position(|s| s.knobs.get(&knob) == Some(&value))
+                .map(|i| self.next + i)
+        });
+        let Some(Some(at)) = adopted_at else {
+            return Ok(PendingSet::done(self.set_knob(knob, value).await));
+        };
+        let progress = self.progress.clone();
+        Ok(PendingSet {
+            session_id: None,
+            set: Box::pin(std::future::poll_fn(move |cx| {
+                let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
+                if p.returned > at {
+                    Poll::Ready(Ok(value))
+                } else {
+                    p.wakers.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            })),
+        })
     }
 
     /// Variables: the recorded knobs only (overlaid like a sample), others absent.

@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -37,7 +38,8 @@ use crate::server::flavor::{
 };
 use crate::server::sample::{build_sample, MetricRows, RowKind, Sample, TrxInfo};
 use crate::server::{
-    Capabilities, Globals, HistoryWait, Knob, KnobValues, Server, ServerError, SessionInfo,
+    Capabilities, Globals, HistoryWait, Knob, KnobValues, PendingSet, Server, ServerError,
+    SessionInfo,
 };
 
 use super::scenario::{Scenario, SimFlavor};
@@ -200,6 +202,34 @@ pub struct Model {
     // one that is no longer here was stopped by `kill_query`.
     wait_sessions: BTreeSet<u64>,
     next_wait_session: u64,
+    /// A MariaDB redo resize under way ([`Model::start_resize`]).
+    resize: Option<Resize>,
+    /// How each resize session ended: the size read back, or the error its client saw.
+    resize_outcomes: BTreeMap<u64, Result<u64, String>>,
+}
+
+/// A `SET GLOBAL innodb_log_file_size` under way on MariaDB ≥ 10.9:
+/// `log_t::resize_start()` noted the LSN it began at and asked the page cleaner to
+/// flush every page modified before it (`buf_flush_ahead(lsn, false)`, batches of
+/// io_capacity_max); `log_t::write_checkpoint()` adopts the new size once the
+/// checkpoint has passed that LSN, and only then does the statement return.
+#[derive(Debug, Clone)]
+struct Resize {
+    session: u64,
+    to: u64,
+    lsn: f64,
+    started_ms: u64,
+    /// The statement's waiters (the session's future), woken when it ends.
+    wakers: Vec<Waker>,
+}
+
+/// What [`Model::start_resize`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeStart {
+    /// Nothing to wait for: the size read back (the same size, or an idle server).
+    Done(u64),
+    /// Under way on this session.
+    Started(u64),
 }
 
 /// (async point, sync point) in bytes of checkpoint age for a redo of `capacity` bytes.
@@ -410,6 +440,8 @@ impl Model {
             log: Vec::new(),
             wait_sessions: BTreeSet::new(),
             next_wait_session: WAIT_SESSION_BASE,
+            resize: None,
+            resize_outcomes: BTreeMap::new(),
             sc,
         };
         if m.sc.initial_history > 0.0 {
@@ -564,6 +596,9 @@ impl Model {
     }
 
     fn restart(&mut self) {
+        if let Some(r) = self.resize.take() {
+            self.end_resize(r, Err("Lost connection to server during query".into()));
+        }
         self.up_since_ms = self.t_ms;
         self.uptime_offset_s = 0;
         self.knobs = self.startup.clone();
@@ -709,6 +744,12 @@ impl Model {
                 io_cap * idle
             }
         };
+        // A resize under way: the page cleaner flushes toward its LSN a batch of
+        // io_capacity_max a second, asleep or not, until the checkpoint passes it.
+        let target = match &self.resize {
+            Some(r) if self.lsn - a0 < r.lsn => target.max(io_max),
+            _ => target,
+        };
         let device_room = (iops * dt - self.reads_last_step).max(0.0);
         let flushed = (target * dt).min(device_room).min(self.dirty).max(0.0);
         let freed = if self.dirty > 0.0 {
@@ -719,6 +760,20 @@ impl Model {
         self.dirty -= flushed;
         self.pages_flushed += flushed;
         let age_after_flush = (a0 - freed).max(0.0);
+
+        // The checkpoint this flush allows: a resize whose LSN it passes is adopted
+        // (the new capacity, so the new flush points, from the next step).
+        let checkpoint_lsn = self.lsn - age_after_flush;
+        if self
+            .resize
+            .as_ref()
+            .is_some_and(|r| checkpoint_lsn >= r.lsn)
+        {
+            let r = self.resize.take().expect("checked");
+            self.knobs.insert(self.flavor.redo_knob(), r.to);
+            let to = r.to;
+            self.end_resize(r, Ok(to));
+        }
 
         // 6. Sync flush: work waits for redo space.
         let redo_want = fg_want * w.redo_bytes_per_trx + purge_want * w.purge_redo_bytes_per_record;
@@ -1066,6 +1121,20 @@ impl Model {
                 host: Some("app.sim".into()),
             });
         }
+        if let Some(r) = self.resize.as_ref().filter(|r| r.session == id) {
+            return Some(SessionInfo {
+                command: Some("Query".into()),
+                time_s: Some(self.t_ms.saturating_sub(r.started_ms) / 1000),
+                state: Some("Starting".into()),
+                info: cut(&format!(
+                    "SET GLOBAL {} = {}",
+                    self.flavor.redo_knob().var_name(),
+                    r.to
+                )),
+                user: Some("innopilot".into()),
+                host: Some("localhost".into()),
+            });
+        }
         self.wait_sessions.contains(&id).then(|| SessionInfo {
             command: Some("Query".into()),
             time_s: None,
@@ -1158,11 +1227,93 @@ impl Model {
         )
     }
 
-    /// `SET GLOBAL knob = value` with the server's bounds and cross-checks, returning
-    /// what reads back.
-    pub fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
-        let cap = self.caps.knob(knob).cloned();
-        match cap {
+    /// Starts `SET GLOBAL innodb_log_file_size = value` as MariaDB ≥ 10.9 runs it
+    /// ([`Resize`]): the size in effect, and the one read back, stay the old one until
+    /// the checkpoint passes the LSN it began at. A second resize while one runs is
+    /// refused as the server refuses it. A server with nothing left to run (the
+    /// scenario is over) checkpoints at once, so the resize ends at once, as on an
+    /// idle server.
+    pub fn start_resize(&mut self, value: u64) -> Result<ResizeStart, ServerError> {
+        let knob = self.flavor.redo_knob();
+        self.refuse_while_resizing(knob)?;
+        let current = self.knobs.get(&knob).copied();
+        let v = self.clamp_to_server(knob, value)?;
+        if current == Some(v) || self.finished() {
+            return self.set_knob(knob, v).map(ResizeStart::Done);
+        }
+        let session = self.next_wait_session;
+        self.next_wait_session += 1;
+        self.resize = Some(Resize {
+            session,
+            to: v,
+            lsn: self.lsn,
+            started_ms: self.t_ms,
+            wakers: Vec::new(),
+        });
+        Ok(ResizeStart::Started(session))
+    }
+
+    /// MariaDB refuses a second resize while one runs (ERROR 1221, checked on
+    /// 10.11.19).
+    fn refuse_while_resizing(&self, knob: Knob) -> Result<(), ServerError> {
+        if self.resize.is_none() || knob != self.flavor.redo_knob() {
+            return Ok(());
+        }
+        Err(ServerError::Query {
+            what: "resizing the redo log",
+            message: format!(
+                "ERROR 1221 (HY000): Incorrect usage of SET GLOBAL {0} and {0} change is \
+                 already in progress",
+                knob.var_name()
+            ),
+        })
+    }
+
+    /// How the resize on `session` ended, once (None while it runs, or for another
+    /// session); `waker` is woken when it ends.
+    fn resize_outcome(&mut self, session: u64, waker: &Waker) -> Option<Result<u64, String>> {
+        if let Some(o) = self.resize_outcomes.remove(&session) {
+            return Some(o);
+        }
+        match self.resize.as_mut() {
+            Some(r) if r.session == session => {
+                r.wakers.push(waker.clone());
+                None
+            }
+            _ => Some(Err(format!("no resize on session {session}"))),
+        }
+    }
+
+    fn end_resize(&mut self, r: Resize, outcome: Result<u64, String>) {
+        self.resize_outcomes.insert(r.session, outcome);
+        for w in r.wakers {
+            w.wake();
+        }
+    }
+
+    /// `KILL QUERY` on a resize's session: MariaDB abandons it
+    /// (`log_t::resize_abort()`) and answers OK with the old size.
+    fn abort_resize(&mut self, session: u64) -> bool {
+        match self.resize.take() {
+            Some(r) if r.session == session => {
+                let old = self
+                    .knobs
+                    .get(&self.flavor.redo_knob())
+                    .copied()
+                    .unwrap_or(0);
+                self.end_resize(r, Ok(old));
+                true
+            }
+            other => {
+                self.resize = other;
+                false
+            }
+        }
+    }
+
+    /// The value `knob` would take: the server's range, or why it cannot be set.
+    fn clamp_to_server(&self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+        match self.caps.knob(knob) {
             Some(c) if c.settable() => {
                 let mut v = value;
                 if let Some(lo) = c.server_min {
@@ -1171,26 +1322,37 @@ impl Model {
                 if let Some(hi) = c.server_max {
                     v = v.min(hi);
                 }
-                // The servers keep io_capacity ≤ io_capacity_max (with a warning).
-                match knob {
-                    Knob::IoCapacity => {
-                        v = v.min(self.knob(Knob::IoCapacityMax) as u64);
-                    }
-                    Knob::IoCapacityMax => {
-                        v = v.max(self.knob(Knob::IoCapacity) as u64);
-                    }
-                    Knob::UndoLogTruncate => v = v.min(1),
-                    _ => {}
-                }
-                self.knobs.insert(knob, v);
                 Ok(v)
             }
-            Some(c) => Err(ServerError::NotSettable { knob, why: c.note }),
+            Some(c) => Err(ServerError::NotSettable {
+                knob,
+                why: c.note.clone(),
+            }),
             None => Err(ServerError::NotSettable {
                 knob,
                 why: "not in the capability table".into(),
             }),
         }
+    }
+
+    /// `SET GLOBAL knob = value` with the server's bounds and cross-checks, returning
+    /// what reads back.
+    pub fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
+        self.refuse_while_resizing(knob)?;
+        let mut v = self.clamp_to_server(knob, value)?;
+        // The servers keep io_capacity ≤ io_capacity_max (with a warning).
+        match knob {
+            Knob::IoCapacity => {
+                v = v.min(self.knob(Knob::IoCapacityMax) as u64);
+            }
+            Knob::IoCapacityMax => {
+                v = v.max(self.knob(Knob::IoCapacity) as u64);
+            }
+            Knob::UndoLogTruncate => v = v.min(1),
+            _ => {}
+        }
+        self.knobs.insert(knob, v);
+        Ok(v)
     }
 }
 
@@ -1246,6 +1408,45 @@ impl Server for SimServer {
 
     async fn set_knob(&mut self, knob: Knob, value: u64) -> Result<u64, ServerError> {
         self.model().set_knob(knob, value)
+    }
+
+    /// A MariaDB redo resize runs as on the server ([`Model::start_resize`]): it ends
+    /// once a checkpoint passes its LSN, which the loop's samples bring; everything
+    /// else (MySQL's capacity, which resizes in the background, included) answers at
+    /// once.
+    async fn start_set(&mut self, knob: Knob, value: u64) -> Result<PendingSet, ServerError> {
+        let session = {
+            let mut m = self.model();
+            if knob != Knob::LogFileSize || m.flavor != SimFlavor::MariaDb1011 {
+                return Ok(PendingSet::done(m.set_knob(knob, value)));
+            }
+            match m.start_resize(value)? {
+                ResizeStart::Done(v) => return Ok(PendingSet::done(Ok(v))),
+                ResizeStart::Started(session) => session,
+            }
+        };
+        let server = self.clone();
+        Ok(PendingSet {
+            session_id: Some(session),
+            set: Box::pin(std::future::poll_fn(move |cx| {
+                match server.model().resize_outcome(session, cx.waker()) {
+                    None => Poll::Pending,
+                    Some(Ok(v)) => Poll::Ready(Ok(v)),
+                    Some(Err(message)) => Poll::Ready(Err(ServerError::Query {
+                        what: "resizing the redo log",
+                        message,
+                    })),
+                }
+            })),
+        })
+    }
+
+    async fn resizes_under_way(&mut self) -> Result<Vec<(u64, Option<u64>)>, ServerError> {
+        let m = self.model();
+        Ok(m.resize
+            .iter()
+            .map(|r| (r.session, Some(m.t_ms.saturating_sub(r.started_ms) / 1000)))
+            .collect())
     }
 
     async fn read_globals(
@@ -1331,7 +1532,8 @@ impl Server for SimServer {
     /// Stops a purge wait; any other id is unknown here, as a finished session is on a
     /// server.
     async fn kill_query(&mut self, session_id: u64) -> Result<(), ServerError> {
-        if self.model().wait_sessions.remove(&session_id) {
+        let mut m = self.model();
+        if m.wait_sessions.remove(&session_id) || m.abort_resize(session_id) {
             Ok(())
         } else {
             Err(ServerError::Query {
@@ -1418,6 +1620,67 @@ mod tests {
             .map(|x| x.t_s)
             .unwrap();
         assert!((50..=62).contains(&drained_at), "drained at {drained_at}");
+    }
+
+    /// A redo grow on MariaDB is adopted only once the checkpoint passes the LSN it
+    /// began at (`log_t::resize_start()`, `log_t::write_checkpoint()`): started with
+    /// users held at the maximum checkpoint age in the checkpoint stall's twin, the old
+    /// size stays in effect, and reads back, while the page cleaner flushes the pages
+    /// older than that LSN at the device's rate; a second resize meanwhile is refused
+    /// as the server refuses it, and `KILL QUERY` abandons one (OK, the old size).
+    #[test]
+    fn a_redo_grow_waits_for_the_checkpoint_to_pass_its_lsn() {
+        let s = Scenario::named("checkpoint_stall").unwrap();
+        let startup = s.startup_knobs(SimFlavor::MariaDb1011);
+        // The twin reaches the maximum at 84 s (the real g at 58 s: the twin lets more
+        // through at the maximum, docs/simulator.md).
+        let mut m = run(&s, SimFlavor::MariaDb1011, startup, 90);
+        let old = m.knobs[&Knob::LogFileSize];
+        let fill = m.seconds().last().unwrap().redo_fill;
+        assert!(
+            fill > 0.95,
+            "precondition: users held at the maximum, fill {fill}"
+        );
+        let ResizeStart::Started(session) = m.start_resize(old * 8).unwrap() else {
+            panic!("a resize under load answered at once")
+        };
+        let lsn = m.resize.as_ref().unwrap().lsn;
+        for e in [
+            m.start_resize(old * 4).unwrap_err(),
+            m.set_knob(Knob::LogFileSize, old * 2).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("already in progress"), "{e}");
+        }
+        let mut adopted = None;
+        for sec in 1..=120 {
+            m.advance_second();
+            if m.knobs[&Knob::LogFileSize] != old {
+                adopted = Some(sec);
+                break;
+            }
+        }
+        let after = adopted.expect("adopted within two minutes");
+        // Every page older than the LSN is flushed first: here the whole dirty set of
+        // a full redo, tens of seconds of the device (the real g: 26-28 k pages at
+        // about 520 a second).
+        assert!(after >= 10, "adopted {after} s after the SET");
+        assert!(m.lsn - m.ckpt_age >= lsn);
+        assert_eq!(
+            m.resize_outcome(session, Waker::noop()),
+            Some(Ok(old * 8)),
+            "the statement returns the new size once adopted"
+        );
+        let fill = m.seconds().last().unwrap().redo_fill;
+        assert!(fill < 0.5, "the larger file's fill {fill}");
+
+        // KILL QUERY on a resize under way: abandoned, the size in effect kept.
+        let ResizeStart::Started(shrink) = m.start_resize(old).unwrap() else {
+            panic!("a shrink under load answered at once")
+        };
+        assert!(m.abort_resize(shrink));
+        assert_eq!(m.resize_outcome(shrink, Waker::noop()), Some(Ok(old * 8)));
+        assert_eq!(m.knobs[&Knob::LogFileSize], old * 8);
+        assert!(m.resize.is_none());
     }
 
     #[test]
