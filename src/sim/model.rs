@@ -15,8 +15,9 @@
 //! 5. flushing: by redo fill region (background, adaptive from the low-water mark by
 //!    the page cleaner's io_capacity_max · F^1.5 / 750, batches of io_capacity_max past
 //!    the async point, the whole device past the sync point),
-//!    limited by the device after reads; checkpoint age falls in proportion to the
-//!    dirty pages flushed;
+//!    limited by the device after reads; the oldest dirty pages first (the flush
+//!    list), so the checkpoint is the oldest modification left; a MariaDB redo resize
+//!    flushes toward its LSN and is adopted once the checkpoint passes it;
 //! 6. sync flush: work that would push checkpoint age past the sync point waits
 //!    (MariaDB: throttled to the pace flushing frees redo; MySQL: stalled until age is
 //!    back at the async point);
@@ -44,6 +45,9 @@ use crate::server::{
 
 use super::scenario::{Scenario, SimFlavor};
 use super::Rng;
+
+/// The flush list's length before neighbouring entries merge.
+const FLUSH_LIST_ENTRIES: usize = 8_192;
 
 /// Virtual wall clock at t = 0 (2024-01-01T00:00:00Z), so audit records of a simulated
 /// run carry deterministic timestamps.
@@ -171,6 +175,11 @@ pub struct Model {
     lsn: f64,
     ckpt_age: f64,
     dirty: f64,
+    /// The flush list: dirty pages by the LSN of their first modification, oldest
+    /// first (`(lsn, pages)`, one entry a step). Flushing takes the oldest, and the
+    /// checkpoint is the oldest modification left, as `buf_pool.flush_list` and
+    /// `log_checkpoint()` have it.
+    flush_list: VecDeque<(f64, f64)>,
     pages_flushed: f64,
     dirty_rate_ema: f64,
     /// MySQL: waiting until checkpoint age is back at the async point.
@@ -415,6 +424,7 @@ impl Model {
             lsn: 1_000_000_000.0,
             ckpt_age: 0.0,
             dirty: 0.0,
+            flush_list: VecDeque::new(),
             pages_flushed: 0.0,
             dirty_rate_ema: 0.0,
             hard_stall: false,
@@ -595,6 +605,28 @@ impl Model {
         }
     }
 
+    /// Flushes `pages` of the oldest dirty pages off the flush list and returns the
+    /// checkpoint age that leaves: up to the oldest modification still dirty, or the
+    /// whole age when nothing is left dirty.
+    fn flush_oldest(&mut self, pages: f64) -> f64 {
+        let mut left = pages;
+        while left > 0.0 {
+            let Some(front) = self.flush_list.front_mut() else {
+                break;
+            };
+            if front.1 > left {
+                front.1 -= left;
+                break;
+            }
+            left -= front.1;
+            self.flush_list.pop_front();
+        }
+        match self.flush_list.front() {
+            Some(&(oldest, _)) => (self.lsn - oldest).max(0.0),
+            None => 0.0,
+        }
+    }
+
     fn restart(&mut self) {
         if let Some(r) = self.resize.take() {
             self.end_resize(r, Err("Lost connection to server during query".into()));
@@ -604,6 +636,7 @@ impl Model {
         self.knobs = self.startup.clone();
         self.ckpt_age = 0.0;
         self.dirty = 0.0;
+        self.flush_list.clear();
         self.pages_flushed = 0.0;
         self.rows_updated = 0.0;
         self.commits = 0.0;
@@ -752,14 +785,9 @@ impl Model {
         };
         let device_room = (iops * dt - self.reads_last_step).max(0.0);
         let flushed = (target * dt).min(device_room).min(self.dirty).max(0.0);
-        let freed = if self.dirty > 0.0 {
-            a0 * flushed / self.dirty
-        } else {
-            a0
-        };
         self.dirty -= flushed;
         self.pages_flushed += flushed;
-        let age_after_flush = (a0 - freed).max(0.0);
+        let age_after_flush = self.flush_oldest(flushed);
 
         // The checkpoint this flush allows: a resize whose LSN it passes is adopted
         // (the new capacity, so the new flush points, from the next step).
@@ -821,9 +849,29 @@ impl Model {
         self.ckpt_age = age_after_flush + redo;
         let ws = w.working_set_pages.min(hw.buffer_pool_pages);
         let clean_share = (1.0 - self.dirty / ws.max(1.0)).max(0.0);
-        let newly_dirty =
-            (done * w.pages_per_trx + purged * w.purge_pages_per_record) * clean_share;
-        self.dirty = (self.dirty + newly_dirty).min(ws);
+        let newly_dirty = ((done * w.pages_per_trx + purged * w.purge_pages_per_record)
+            * clean_share)
+            .min((ws - self.dirty).max(0.0));
+        self.dirty += newly_dirty;
+        if newly_dirty > 0.0 {
+            // First modified during this step, at the LSN it began with.
+            self.flush_list.push_back((self.lsn - redo, newly_dirty));
+            if self.flush_list.len() > FLUSH_LIST_ENTRIES {
+                // Coarser, not longer: neighbours merge at the older LSN (a day of
+                // steps with nothing flushed would otherwise hold one entry each).
+                let merged: VecDeque<(f64, f64)> = self
+                    .flush_list
+                    .iter()
+                    .collect::<Vec<_>>()
+                    .chunks(2)
+                    .map(|c| (c[0].0, c.iter().map(|e| e.1).sum()))
+                    .collect();
+                self.flush_list = merged;
+            }
+        }
+        if let Some(&(oldest, _)) = self.flush_list.front() {
+            self.ckpt_age = self.lsn - oldest;
+        }
         let alpha = (dt / 5.0).min(1.0);
         self.dirty_rate_ema += alpha * (newly_dirty / dt - self.dirty_rate_ema);
         if self.flavor == SimFlavor::MySql80 {
