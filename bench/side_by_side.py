@@ -26,6 +26,7 @@ SCENARIO = {
     "e_purge_behind": "purge_behind",
     "f_cold_view": "cold_view",
     "g_checkpoint_stall": "checkpoint_stall",
+    "h_repeated_bursts": "repeated_bursts",
 }
 
 # Real arm -> simulator peer. The real threshold arm runs on MariaDB, whose delay applies

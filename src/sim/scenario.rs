@@ -221,6 +221,7 @@ pub const NAMES: &[&str] = &[
     "purge_behind",
     "cold_view",
     "checkpoint_stall",
+    "repeated_bursts",
 ];
 
 const MIB: f64 = 1_048_576.0;
@@ -622,6 +623,30 @@ impl Scenario {
                     (120.0, 0.4),
                 ];
                 s.server_config = KnobValues::from([(Knob::LogFileSize, 128 << 20)]);
+                s
+            }
+            "repeated_bursts" => {
+                // h_repeated_bursts: g's server, data and device, the 40 % load for
+                // 270 s with two bursts, 40-90 s and 170-220 s. A redo grown in the
+                // first can only show in the second.
+                let mut s = Scenario::named("checkpoint_stall")?;
+                s.name = name.into();
+                s.title =
+                    "twin of h_repeated_bursts: g's server, 40 % load, bursts at 40-90 s and \
+                           170-220 s"
+                        .into();
+                s.duration_s = 270.0;
+                s.load = vec![
+                    (0.0, 0.4),
+                    (39.999, 0.4),
+                    (40.0, 2.5),
+                    (89.999, 2.5),
+                    (90.0, 0.4),
+                    (169.999, 0.4),
+                    (170.0, 2.5),
+                    (219.999, 2.5),
+                    (220.0, 0.4),
+                ];
                 s
             }
             _ => return None,
