@@ -88,12 +88,7 @@ pub struct Restored {
 
 impl std::fmt::Display for Restored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names = |v: &[Knob]| {
-            v.iter()
-                .map(|k| k.var_name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let names = Knob::list;
         if self.restored.is_empty() {
             f.write_str("no knob needed restoring")?;
         } else {

@@ -415,13 +415,6 @@ pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
         return String::new();
     };
     let mut out = String::new();
-    let names = |knobs: &[Knob]| {
-        knobs
-            .iter()
-            .map(|k| k.var_name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let head = match RunState::of(st, lock) {
         RunState::Finished => {
             return format!(
@@ -436,7 +429,7 @@ pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
              `innopilot restore` waits for it and checks the size",
             st.pid,
             st.server,
-            names(&st.handed_over)
+            Knob::list(&st.handed_over)
         ),
         RunState::Unrestored => format!(
             "not running: the last run (pid {} on {}) ended without restoring its changes \

@@ -42,8 +42,7 @@ impl RecoveryReport {
             why.push(format!("the state belongs to another server ({theirs})"));
         }
         if !self.failed.is_empty() {
-            let names: Vec<&str> = self.failed.iter().map(|k| k.var_name()).collect();
-            why.push(format!("could not set {}", names.join(", ")));
+            why.push(format!("could not set {}", Knob::list(&self.failed)));
         }
         for r in &self.refused {
             why.push(format!("refused {r}"));

@@ -256,12 +256,7 @@ impl<S: Server> Controller<S> {
                     "the server is still resizing {} back to the baseline and finishes it on \
                      its own at its next checkpoint; the state file stays unclean, and the \
                      next start waits for the resize and checks the size",
-                    outcome
-                        .handed_over
-                        .iter()
-                        .map(|k| k.var_name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    Knob::list(&outcome.handed_over)
                 );
             } else {
                 tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));

@@ -72,6 +72,15 @@ impl Knob {
         Knob::MaxDirtyPagesPctLwm,
     ];
 
+    /// "innodb_purge_threads, innodb_io_capacity": knobs named for messages.
+    pub fn list(knobs: &[Knob]) -> String {
+        knobs
+            .iter()
+            .map(|k| k.var_name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The server variable's name, lower case, exactly as `SET GLOBAL` takes it.
     pub const fn var_name(self) -> &'static str {
         match self {

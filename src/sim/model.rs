@@ -174,6 +174,7 @@ pub struct Model {
     // Redo and flushing.
     lsn: f64,
     ckpt_age: f64,
+    /// Dirty pages: the flush list's pages summed, kept for the step's arithmetic.
     dirty: f64,
     /// The flush list: dirty pages by the LSN of their first modification, oldest
     /// first (`(lsn, pages)`, one entry a step). Flushing takes the oldest, and the
@@ -210,7 +211,8 @@ pub struct Model {
     // Sessions innopilot opened for a purge wait ([`Server::wait_for_history_at_most`]);
     // one that is no longer here was stopped by `kill_query`.
     wait_sessions: BTreeSet<u64>,
-    next_wait_session: u64,
+    /// The id of the next session innopilot opens (a purge wait or a redo resize).
+    next_session: u64,
     /// A MariaDB redo resize under way ([`Model::start_resize`]).
     resize: Option<Resize>,
     /// How each resize session ended: the size read back, or the error its client saw.
@@ -449,7 +451,7 @@ impl Model {
             acc: Acc::default(),
             log: Vec::new(),
             wait_sessions: BTreeSet::new(),
-            next_wait_session: WAIT_SESSION_BASE,
+            next_session: WAIT_SESSION_BASE,
             resize: None,
             resize_outcomes: BTreeMap::new(),
             sc,
@@ -846,7 +848,6 @@ impl Model {
         // Redo and dirty pages.
         let redo = done * w.redo_bytes_per_trx + purged * w.purge_redo_bytes_per_record;
         self.lsn += redo;
-        self.ckpt_age = age_after_flush + redo;
         let ws = w.working_set_pages.min(hw.buffer_pool_pages);
         let clean_share = (1.0 - self.dirty / ws.max(1.0)).max(0.0);
         let newly_dirty = ((done * w.pages_per_trx + purged * w.purge_pages_per_record)
@@ -869,9 +870,12 @@ impl Model {
                 self.flush_list = merged;
             }
         }
-        if let Some(&(oldest, _)) = self.flush_list.front() {
-            self.ckpt_age = self.lsn - oldest;
-        }
+        // The checkpoint is the oldest modification still dirty; with nothing dirty it
+        // stood at the LSN this step began with.
+        self.ckpt_age = match self.flush_list.front() {
+            Some(&(oldest, _)) => self.lsn - oldest,
+            None => age_after_flush + redo,
+        };
         let alpha = (dt / 5.0).min(1.0);
         self.dirty_rate_ema += alpha * (newly_dirty / dt - self.dirty_rate_ema);
         if self.flavor == SimFlavor::MySql80 {
@@ -1289,8 +1293,8 @@ impl Model {
         if current == Some(v) || self.finished() {
             return self.set_knob(knob, v).map(ResizeStart::Done);
         }
-        let session = self.next_wait_session;
-        self.next_wait_session += 1;
+        let session = self.next_session;
+        self.next_session += 1;
         self.resize = Some(Resize {
             session,
             to: v,
@@ -1544,8 +1548,8 @@ impl Server for SimServer {
                     server: "the simulated MySQL",
                 });
             }
-            let id = m.next_wait_session;
-            m.next_wait_session += 1;
+            let id = m.next_session;
+            m.next_session += 1;
             m.wait_sessions.insert(id);
             id
         };
