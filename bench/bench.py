@@ -53,10 +53,10 @@ THRESHOLD_DELAY_US = 10000  # innodb_max_purge_lag_delay = 10 ms
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
+ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
         "redo_static_innopilot", "innopilot_noflush", "dryrun"]
-STATIC_ARMS = ["defaults", "purge1", "threshold", "redo_static"]
+STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "redo_static_innopilot",
@@ -72,6 +72,7 @@ REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenar
 ARM_DOC = {
     "defaults": "MariaDB defaults (innodb_purge_threads=4, no purge lag)",
     "purge1": "static innodb_purge_threads=1",
+    "purge8": "static innodb_purge_threads=8 (what the purge-rate policy asks for at the most, up to its max_purge_threads)",
     "threshold": f"innodb_max_purge_lag={THRESHOLD_LAG}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us",
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "watermark": "innopilot run, only [policy.watermark] enabled, as MariaDB 10.6.5 published it (20/80, no hysteresis, no DML delay)",
@@ -109,6 +110,10 @@ DEFAULT_ARMS = {
     # configuration shipped before.
     "g_checkpoint_stall": ["defaults", "redo_static", "innopilot_noresize", "innopilot"],
     "h_repeated_bursts": ["defaults", "redo_static", "innopilot_noresize", "innopilot", "redo_static_innopilot"],
+    # A model check more than a contest: does the number of purge threads matter to
+    # users while purge drains at the maximum checkpoint age? innopilot_noresize, so
+    # that a grown redo does not remove the cliff the question is about.
+    "i_drain_at_the_cliff": ["defaults", "purge1", "purge8", "innopilot_noresize"],
 }
 
 MiB = 1 << 20
@@ -231,6 +236,21 @@ def new_scenarios():
             segments=[dict(start=0, dur=270, rate_frac=0.4, tag="base"),
                       dict(start=40, dur=50, rate_frac=None, threads=16, tag="burst1"),
                       dict(start=170, dur=50, rate_frac=None, threads=16, tag="burst2")],
+        ),
+        "i_drain_at_the_cliff": dict(
+            doc="purge drains a large history while the redo sits at the maximum checkpoint age (seed 003: "
+                "TPS touching 0 with 4 or 8 purge threads): legacy b's server (4 x 100k rows in a 256 MiB "
+                "buffer pool, redo 32 MiB), oltp_write_only, 8 threads, closed loop, 150 s; a read view held "
+                "10-70 s builds the history that purge drains after it, at the cliff",
+            pathology="the history the view left is large (peak >= 300 k) and the redo sits at the maximum "
+                      "checkpoint age while purge drains it (>= 10 s at fill >= 95 % in the 80 s after the "
+                      "release)",
+            check="cliff_drain", opt_in=True, view_query="SELECT c FROM sbtest1 WHERE id = 1",
+            bp="256M", redo="32M", tables=4, rows=100000, threads=8,
+            test="oltp_write_only", duration=150, view=(10, 70), after=80,
+            segments=[dict(start=0, dur=10, rate_frac=None, tag="before"),
+                      dict(start=10, dur=60, rate_frac=None, tag="view"),
+                      dict(start=70, dur=80, rate_frac=None, tag="after")],
         ),
     }
 
@@ -724,6 +744,8 @@ def sample_once(srv):
 def arm_server_args(arm, sc):
     if arm == "purge1":
         return ["--innodb-purge-threads=1"]
+    if arm == "purge8":
+        return ["--innodb-purge-threads=8"]
     if arm == "threshold":
         return [f"--innodb-max-purge-lag={THRESHOLD_LAG}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
     if arm in ("redo_static", "redo_static_innopilot"):
@@ -1063,6 +1085,7 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
     if view_closed is not None:
         after = [r["tps"] for r in rows if view_closed < r["t"] <= view_closed + sc["after"]]
         m["after_view_ratio"] = statistics.mean(after) / med if after and med else None
+        m["after_tps"] = statistics.mean(after) if after else None
         m["after_below07_s"] = sum(1 for x in after if x < 0.7 * med)
         m["after_below05_s"] = sum(1 for x in after if x < 0.5 * med)
     hist = [(i + 1, s.get("Innodb_history_list_length")) for i, s in enumerate(samples)
@@ -1095,6 +1118,11 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
         m["max_fill_pct"] = max(fills)
         m["mean_fill_pct"] = statistics.mean(fills)
         m["secs_at_max_age"] = sum(1 for x in fills if x >= 95.0)
+        if view_closed is not None:
+            # sample i is second i + 1 of the load, as for history
+            vc = round(view_closed)
+            m["after_max_age_s"] = sum(1 for i, s in enumerate(samples)
+                                       if vc < i + 1 <= vc + sc["after"] and (fill(s) or 0) >= 95.0)
     # Users waiting for a free buffer-pool page (LRU flushing behind), and InnoDB's own
     # count of synchronous (checkpoint) flush waits, over the run.
     m["free_waits"] = delta(samples, "Innodb_buffer_pool_wait_free")
@@ -1130,6 +1158,11 @@ def validity(summ, sc_name, sc):
         ok = sync and st is not None and st >= 2
         why = (f"sync flush waits {fmt(sw)}, free-page waits {fmt(fw)}, {fmt(mx)} s at the maximum checkpoint "
                f"age (one needed), {fmt(st)} s below 0.5 x median (needs >= 2)")
+    elif chk == "cliff_drain":
+        pk, mx = med("peak_history"), med("after_max_age_s")
+        ok = pk is not None and pk >= 300000 and mx is not None and mx >= 10
+        why = (f"peak history {fmt(pk)} (needs >= 300000), {fmt(mx)} s at the maximum checkpoint age in the "
+               f"{sc['after']} s after the release (needs >= 10)")
     else:
         raise RuntimeError(f"unknown check {chk}")
     return dict(valid=bool(ok), reason=why)
@@ -1156,6 +1189,7 @@ METRIC_COLS = [
     ("p99_ms", "p99 ms", "{:.2f}"),
     ("p999_ms", "p99.9 ms", "{:.2f}"),
     ("after_view_ratio", "after-view/median", "{:.2f}"),
+    ("after_tps", "mean TPS after view", "{:.0f}"),
     ("after_below07_s", "s < 0.7×med after view", "{:.0f}"),
     ("p99_after_ms", "p99 60 s after view ms", "{:.2f}"),
     ("overflow", "open-loop queue overflowed (runs)", "{:.0f}"),
@@ -1175,6 +1209,7 @@ METRIC_COLS = [
     ("mean_fill_pct", "mean redo fill %", "{:.0f}"),
     ("max_fill_pct", "max redo fill %", "{:.0f}"),
     ("secs_at_max_age", "s at max age", "{:.0f}"),
+    ("after_max_age_s", "s at max age after view", "{:.0f}"),
     ("ip_cpu_pct", "innopilot CPU %", "{:.2f}"),
     ("ip_rss_mib", "RSS MiB", "{:.1f}"),
     ("ip_sets", "SETs", "{:.0f}"),
@@ -1275,6 +1310,18 @@ def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
             d = med("defaults", "drain_censored_s")
         r = None if v is None or d is None else v / max(d, 1)
         add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
+    elif chk == "cliff_drain":
+        r = ratio("after_tps")
+        add("after the release, mean TPS >= the defaults'", r, None if r is None else r >= 1.0)
+        r = ratio("p99_after_ms")
+        add("p99 after the release <= the defaults'", r, None if r is None else r <= 1.0)
+        v, d = med(arm, "drain_s"), med("defaults", "drain_s")
+        if v is None:
+            v = med(arm, "drain_censored_s")
+        if d is None:
+            d = med("defaults", "drain_censored_s")
+        r = None if v is None or d is None else v / max(d, 1)
+        add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
     elif chk == "checkpoint_stall":
         for k, name in (("zero_s", "seconds at 0 TPS"), ("sync_waits", "synchronous flush waits")):
             v, d = med(arm, k), med("defaults", k)
@@ -1338,7 +1385,7 @@ def legacy_targets(s, sc, med, add):
     return None
 
 
-ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "threshold": "#d62728", "redo_static": "#7f7f7f",
+ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
@@ -1514,7 +1561,8 @@ def main():
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
     ap.add_argument("--scenarios", default=None,
                     help="comma-separated names, or 'new' (default: e, f, g), 'legacy' (a-d), 'all' "
-                         "(h_repeated_bursts, 5 min a run, only when named or with 'all')")
+                         "(the opt-in h_repeated_bursts, 5 min a run, and i_drain_at_the_cliff, 2.5 min a run, only when "
+                         "named or with 'all')")
     ap.add_argument("--order", default=None, help="order in which scenarios run (default: as defined)")
     ap.add_argument("--arms", default=None,
                     help="comma-separated arms, 'all', or per scenario 'SCENARIO=arm,arm;SCENARIO=arm' "
@@ -1631,6 +1679,17 @@ def main():
                 log(f"read frontier: {os.path.join(a.out, 'frontier.md')}")
             else:
                 log(f"read frontier not written: {(r.stderr or r.stdout).strip()}")
+        # i's question is asked of each run against itself (this machine's speed drifts
+        # between runs by more than its arms differ): phases.md.
+        if any(sc_name == "i_drain_at_the_cliff" for sc_name, _, _ in plan):
+            cl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cliff.py")
+            r = subprocess.run([sys.executable, cl, a.out], capture_output=True, text=True)
+            if r.returncode == 0:
+                with open(os.path.join(a.out, "phases.md"), "w") as f:
+                    f.write(r.stdout)
+                log(f"users and purge at the cliff: {os.path.join(a.out, 'phases.md')}")
+            else:
+                log(f"phases.md not written: {(r.stderr or r.stdout).strip()}")
     if meta.get("failed"):
         log(f"!! failed: {sorted(meta['failed'])}")
         sys.exit(1)  # a broken harness fails CI; missed targets and INVALID scenarios do not

@@ -8,6 +8,9 @@
 #                               beyond --budget-min (120)
 #   scripts/bench.sh --scenarios h_repeated_bursts
 #                               opt-in: g with two bursts (about 5.3 min a run)
+#   scripts/bench.sh --scenarios i_drain_at_the_cliff
+#                               opt-in: purge draining at the maximum checkpoint age,
+#                               1, 4 or 8 purge threads (about 2.5 min a run)
 #   scripts/bench.sh --quick    about a minute: one short legacy scenario, one repetition,
 #                               debug build, results in $CARGO_TARGET_DIR/bench-quick/ (CI)
 #
