@@ -1282,6 +1282,16 @@ def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
         v, d = med(arm, k), med(base_arm, k)
         return None if v is None or d is None or d == 0 else v / d
 
+    def drain_ratio():
+        """The arm's drain over the defaults'; a drain still going at the end counts
+        as the seconds it had lasted (at least that long)."""
+        v, d = med(arm, "drain_s"), med("defaults", "drain_s")
+        if v is None:
+            v = med(arm, "drain_censored_s")
+        if d is None:
+            d = med("defaults", "drain_censored_s")
+        return None if v is None or d is None else v / max(d, 1)
+
     chk = sc.get("check")
     if not chk:
         legacy_targets(s, sc, med, add)
@@ -1303,24 +1313,14 @@ def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
         add("after the release, no second below 0.7 x median (every repetition)", v, None if v is None else v == 0)
         r = ratio("p99_after_ms")
         add("p99 of the 60 s after the release <= 0.8 x defaults", r, None if r is None else r <= 0.8)
-        v, d = med(arm, "drain_s"), med("defaults", "drain_s")
-        if v is None:
-            v = med(arm, "drain_censored_s")
-        if d is None:
-            d = med("defaults", "drain_censored_s")
-        r = None if v is None or d is None else v / max(d, 1)
+        r = drain_ratio()
         add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
     elif chk == "cliff_drain":
         r = ratio("after_tps")
         add("after the release, mean TPS >= the defaults'", r, None if r is None else r >= 1.0)
         r = ratio("p99_after_ms")
         add("p99 after the release <= the defaults'", r, None if r is None else r <= 1.0)
-        v, d = med(arm, "drain_s"), med("defaults", "drain_s")
-        if v is None:
-            v = med(arm, "drain_censored_s")
-        if d is None:
-            d = med("defaults", "drain_censored_s")
-        r = None if v is None or d is None else v / max(d, 1)
+        r = drain_ratio()
         add("drain <= 1.5 x defaults", r, None if r is None else r <= 1.5)
     elif chk == "checkpoint_stall":
         for k, name in (("zero_s", "seconds at 0 TPS"), ("sync_waits", "synchronous flush waits")):
@@ -1670,29 +1670,28 @@ def main():
         # needs two arms that purge different shares of their inflow (defaults and
         # threshold); without them it says so, which is not a harness failure.
         if any(sc_name == "e_purge_behind" for sc_name, _, _ in plan):
-            fr = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frontier.py")
-            r = subprocess.run([sys.executable, fr, a.out, "--budget", str(THRESHOLD_LAG)],
-                               capture_output=True, text=True)
-            if r.returncode == 0:
-                with open(os.path.join(a.out, "frontier.md"), "w") as f:
-                    f.write(r.stdout)
-                log(f"read frontier: {os.path.join(a.out, 'frontier.md')}")
-            else:
-                log(f"read frontier not written: {(r.stderr or r.stdout).strip()}")
+            write_report(a.out, "frontier.py", ["--budget", str(THRESHOLD_LAG)], "frontier.md", "read frontier")
         # i's question is asked of each run against itself (this machine's speed drifts
         # between runs by more than its arms differ): phases.md.
         if any(sc_name == "i_drain_at_the_cliff" for sc_name, _, _ in plan):
-            cl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cliff.py")
-            r = subprocess.run([sys.executable, cl, a.out], capture_output=True, text=True)
-            if r.returncode == 0:
-                with open(os.path.join(a.out, "phases.md"), "w") as f:
-                    f.write(r.stdout)
-                log(f"users and purge at the cliff: {os.path.join(a.out, 'phases.md')}")
-            else:
-                log(f"phases.md not written: {(r.stderr or r.stdout).strip()}")
+            write_report(a.out, "cliff.py", [], "phases.md", "users and purge at the cliff")
     if meta.get("failed"):
         log(f"!! failed: {sorted(meta['failed'])}")
         sys.exit(1)  # a broken harness fails CI; missed targets and INVALID scenarios do not
+
+
+def write_report(out, script, args, name, what):
+    """Run an analysis script of bench/ on the results directory and keep its markdown
+    as `name` there. A report that cannot be made (e.g. the arms it fits on did not run)
+    is said, not a harness failure."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
+    r = subprocess.run([sys.executable, path, out] + args, capture_output=True, text=True)
+    if r.returncode == 0:
+        with open(os.path.join(out, name), "w") as f:
+            f.write(r.stdout)
+        log(f"{what}: {os.path.join(out, name)}")
+    else:
+        log(f"{name} not written: {(r.stderr or r.stdout).strip()}")
 
 
 def run_scenario(a, reps, arms, sc_name, sc, results, meta):
