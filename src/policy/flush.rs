@@ -95,8 +95,10 @@
 //!   the DML-delay pair.
 //! - **Redo headroom** (`redo_resize`, on by default; the knob's `manage` must be true
 //!   too, which it is by default for MariaDB's innodb_log_file_size only).
-//!   When f has stayed at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
-//!   age) for `redo_grow_after` (20 s), the grow is armed; it is proposed at the first
+//!   When f has been at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
+//!   age) for `redo_grow_after` (20 s) of a pressure episode (f at or above the target;
+//!   the seconds need not be in one stay) while flushing can do no more (the device's
+//!   limit, or past the async point), the grow is armed; it is proposed at the first
 //!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: growing the
 //!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
 //!   8.0.30) to the size that would have held the episode under the target
@@ -346,10 +348,17 @@ pub fn redo_capacity_for(
 struct Episode {
     /// The highest redo write rate seen, bytes/s, from the tick before the episode.
     demand_bps: f64,
-    /// Seconds at or above `redo_grow_fill_pct` (the maximum checkpoint age).
+    /// Seconds at or above `redo_grow_fill_pct` (the maximum checkpoint age) with the
+    /// redo write rate known: what the size is computed over.
     held_s: f64,
     /// Redo written over those seconds, bytes.
     written: f64,
+    /// Seconds at or above `redo_grow_fill_pct` in the episode, rate known or not:
+    /// what arms the grow. The time after a tick at the maximum counts (so an unbroken
+    /// stay counts from its first tick, as before).
+    at_max_s: f64,
+    /// Whether the last tick was at or above `redo_grow_fill_pct`.
+    was_at_max: bool,
     /// The last tick counted (ms).
     t_ms: u64,
 }
@@ -1036,7 +1045,12 @@ impl Flush {
             };
             (v, why)
         };
-        let at_ceiling = self.state.limited || want >= ceiling / 20 * 19;
+        // Flushing can do no more: the device's limit, io_capacity_max near its ceiling,
+        // or past the async point, where io_capacity_max is the batch size and this
+        // policy never raises it (above). Only more redo headroom is left then.
+        let at_ceiling = self.state.limited
+            || want >= ceiling / 20 * 19
+            || points.is_some_and(|p| p.past_async());
         if input.caps.settable(Knob::IoCapacityMax) {
             let intent = if want == base_max {
                 Intent::Release
@@ -1127,6 +1141,10 @@ impl Flush {
             });
             let dt = t.saturating_sub(e.t_ms) as f64 / 1000.0;
             e.t_ms = t;
+            if e.was_at_max {
+                e.at_max_s += dt;
+            }
+            e.was_at_max = fill >= grow;
             if let Some(r) = lsn {
                 e.demand_bps = e.demand_bps.max(r);
                 if fill >= grow {
@@ -1157,7 +1175,17 @@ impl Flush {
                 self.state.high_since = None;
             }
         }
-        let high_ms = held(self.state.high_since);
+        // Time at the maximum counts over the whole pressure episode, not only while it
+        // lasts unbroken: a redo too small for the steady load keeps the fill between
+        // the async point and the maximum, where MariaDB's flush-ahead pulls it back
+        // under 95 % every few seconds (the forty-first real-server run's i: 88–100 %
+        // for the whole run, 65–75 s of 150 at the maximum, and no grow, because no
+        // stay lasted 20 s). One grow per episode still: not while one is in effect.
+        let episode_ms = match (self.state.grown_from, self.state.episode) {
+            (None, Some(e)) => (e.at_max_s * 1000.0) as u64,
+            _ => 0,
+        };
+        let high_ms = held(self.state.high_since).max(episode_ms);
         if high_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
             self.state.armed_at.get_or_insert(t);
         }
@@ -1271,8 +1299,10 @@ impl Flush {
                         )
                     };
                     let reason = format!(
-                        "redo fill {} stayed at or above {} % for {} with flushing at what the \
-                         device sustains, and {when}: more redo headroom, {knob} {} → {}; \
+                        "redo fill {} was at or above {} % for {} of this pressure episode \
+                         with flushing at the most this policy asks (the device's limit, or \
+                         past the async point, where io_capacity_max is the batch size and is \
+                         never raised), and {when}: more redo headroom, {knob} {} → {}; \
                          {sized} (disk budget {}, recovery budget {} allows {})",
                         pct(fill),
                         self.cfg.redo_grow_fill_pct,
@@ -2509,6 +2539,50 @@ mod tests {
         let cur = with(Knob::IoCapacityMax, 4000);
         assert_eq!(at(grows(&mut f, &cur, 0..=20, 1.0)), vec![20]);
         assert_eq!(at(grows(&mut f, &cur, 21..=41, 1.0)), vec![41]);
+    }
+
+    /// A redo too small for the steady load: the fill saws between the async point and
+    /// the maximum (MariaDB's flush-ahead pulls it back every few seconds), users are
+    /// throttled but never collapse, the device is not the limit and io_capacity_max
+    /// stays at its baseline (past the async point it is the batch size, never raised).
+    /// The seconds at the maximum add up over the episode and arm the grow (the
+    /// forty-first real-server run's i grew nothing in 150 s when only an unbroken
+    /// 20 s stay counted).
+    #[test]
+    fn a_fill_sawing_at_the_maximum_grows_the_redo() {
+        let caps = testkit::mariadb();
+        let mut f = Flush::new(resize_config());
+        let cur = baseline();
+        // 3 s at 97-100 %, 2 s back at 89 %: 60 % of the time at the maximum.
+        let fill = |t: u64| if t % 5 < 3 { 0.98 } else { 0.89 };
+        let mut grown = None;
+        for t in 0..=90 {
+            let trend = if t % 5 == 3 { -0.09 } else { 0.03 };
+            let ps = decide(&mut f, &caps, &cur, &signals(t, fill(t), trend, 2_000.0));
+            if let Some(p) = find(&ps, Knob::LogFileSize) {
+                grown = Some((t, p.clone()));
+                break;
+            }
+        }
+        let (t, p) = grown.expect("a redo grow");
+        // 20 s at the maximum take about 34 s of the sawtooth; the first lull after
+        // that sends it.
+        assert!((30..=45).contains(&t), "t={t}: {}", p.reason);
+        assert!(p.value >= 128 << 20, "{}", p.reason);
+        assert!(
+            p.reason.contains("of this pressure episode"),
+            "{}",
+            p.reason
+        );
+
+        // The same sawtooth under the async point (the fill's peaks at 86 %) never
+        // reaches the maximum: nothing to grow for.
+        let mut f = Flush::new(resize_config());
+        for t in 0..=120 {
+            let fill = if t % 5 < 3 { 0.86 } else { 0.80 };
+            let ps = decide(&mut f, &caps, &cur, &signals(t, fill, 0.0, 2_000.0));
+            assert!(find(&ps, Knob::LogFileSize).is_none(), "t={t}");
+        }
     }
 
     /// Pinned at the maximum the trend is noise around 0: no lull in it.
