@@ -1443,7 +1443,8 @@ pub struct FlushConfig {
     pub redo_resize: bool,
     /// The fill that counts as "at the maximum checkpoint age" …
     pub redo_grow_fill_pct: f64,
-    /// … for this long arms the grow …
+    /// … for this long of one pressure episode (added up, not one stay) arms the
+    /// grow …
     pub redo_grow_after: Duration,
     /// … which waits at most this long for a lull (fill falling) before it goes ahead.
     pub redo_lull_wait: Duration,
