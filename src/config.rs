@@ -842,6 +842,13 @@ mod tests {
                 && e.contains("idle_fill_pct"),
             "{e}"
         );
+        // The grow counts its seconds at the maximum within a pressure episode.
+        let e = err("[policy.flush]\ntarget_fill_pct = 96\nprobe_fill_pct = 99\n");
+        assert!(
+            e.contains("policy.flush.redo_grow_fill_pct")
+                && e.contains("must exceed policy.flush.target_fill_pct (96)"),
+            "{e}"
+        );
         let e = err("[policy.flush]\nraise_factor = 1.0\n");
         assert!(e.contains("from 1.05 to 4"), "{e}");
         let e = err("[policy.flush]\nredo_max_size = \"1MiB\"\n");

@@ -429,8 +429,6 @@ impl Points {
 struct State {
     device: Device,
     t_prev: Option<u64>,
-    /// Since when fill has been at or above `redo_grow_fill_pct` (ms).
-    high_since: Option<u64>,
     /// Since when the redo grow has been armed, waiting for a lull (ms).
     armed_at: Option<u64>,
     /// Since when fill has been below `redo_shrink_fill_pct` (ms).
@@ -1120,11 +1118,6 @@ impl Flush {
         let t = s.t_ms;
         let grow = self.cfg.redo_grow_fill_pct / 100.0;
         let shrink = self.cfg.redo_shrink_fill_pct / 100.0;
-        self.state.high_since = if fill >= grow {
-            Some(self.state.high_since.unwrap_or(t))
-        } else {
-            None
-        };
         self.state.low_since = if fill < shrink {
             Some(self.state.low_since.unwrap_or(t))
         } else {
@@ -1171,8 +1164,6 @@ impl Flush {
         if let Some(from) = self.state.grown_from {
             if fill < target || in_effect.is_none_or(|c| c <= from) {
                 self.state.grown_from = None;
-            } else {
-                self.state.high_since = None;
             }
         }
         // Time at the maximum counts over the whole pressure episode, not only while it
@@ -1180,13 +1171,14 @@ impl Flush {
         // the async point and the maximum, where MariaDB's flush-ahead pulls it back
         // under 95 % every few seconds (the forty-first real-server run's i: 88–100 %
         // for the whole run, 65–75 s of 150 at the maximum, and no grow, because no
-        // stay lasted 20 s). One grow per episode still: not while one is in effect.
-        let episode_ms = match (self.state.grown_from, self.state.episode) {
+        // stay lasted 20 s). An unbroken stay counts the same, because
+        // `redo_grow_fill_pct` exceeds the target (validated): the episode has begun by
+        // the stay's first tick. One grow per episode: not while one is in effect.
+        let at_max_ms = match (self.state.grown_from, self.state.episode) {
             (None, Some(e)) => (e.at_max_s * 1000.0) as u64,
             _ => 0,
         };
-        let high_ms = held(self.state.high_since).max(episode_ms);
-        if high_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
+        if at_max_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
             self.state.armed_at.get_or_insert(t);
         }
         // Pressure over: nothing to grow for.
@@ -1260,7 +1252,6 @@ impl Flush {
                 let v = (want.min(limit) >> 20) << 20;
                 if let (Some(b), true) = (bound, v > cur) {
                     self.state.armed_at = None;
-                    self.state.high_since = None;
                     self.state.grown_from = Some(cur);
                     // The next episode is measured afresh; the demand seen stays.
                     self.state.episode = Some(Episode {
@@ -1636,6 +1627,15 @@ impl PolicyKind for Flush {
                 f.redo_grow_fill_pct,
                 "redo_shrink_fill_pct",
                 f.redo_shrink_fill_pct,
+            ),
+            // The seconds at the maximum are counted within a pressure episode (fill at
+            // or above the target): a grow threshold at or under the target would
+            // count seconds no episode holds.
+            (
+                "redo_grow_fill_pct",
+                f.redo_grow_fill_pct,
+                "target_fill_pct",
+                f.target_fill_pct,
             ),
         ];
         for (key, v, below, w) in order {

@@ -390,7 +390,7 @@ impl Scenario {
                     purge_redo_bytes_per_record: 120.0,
                     purge_pages_per_record: 0.2,
                     undo_bytes_per_record: 200.0,
-                    // Not said in the seed; MySQL is not capped by the model anyway.
+                    // Not said in the seed; 32 leaves the threads the limit.
                     tables: 32.0,
                 };
                 s.load = vec![(0.0, 0.8)];
