@@ -431,6 +431,9 @@ struct State {
     t_prev: Option<u64>,
     /// Since when the redo grow has been armed, waiting for a lull (ms).
     armed_at: Option<u64>,
+    /// The log's span (s of the episode's demand) when the grow was armed by it, not
+    /// by the seconds at the maximum: for the reason.
+    armed_span_s: Option<f64>,
     /// Since when fill has been below `redo_shrink_fill_pct` (ms).
     low_since: Option<u64>,
     /// The pressure episode the redo grow is sized from.
@@ -1107,6 +1110,14 @@ impl Flush {
         })
     }
 
+    /// How many seconds of the pressure episode's demand (its highest redo write rate)
+    /// the log holds before the maximum checkpoint age: the sync point over the demand.
+    fn span_s(&self, s: &Signals) -> Option<f64> {
+        let sp = s.sample.redo.sync_point? as f64;
+        let d = self.state.episode?.demand_bps;
+        (d > 0.0 && sp > 0.0).then(|| sp / d)
+    }
+
     fn redo_size(
         &mut self,
         input: &PolicyInput<'_>,
@@ -1178,8 +1189,20 @@ impl Flush {
             (None, Some(e)) => (e.at_max_s * 1000.0) as u64,
             _ => 0,
         };
-        if at_max_ms >= self.cfg.redo_grow_after.as_millis() as u64 && at_ceiling {
-            self.state.armed_at.get_or_insert(t);
+        // A log that holds less than `redo_min_span` of the users' write rate is too
+        // small whatever the wait: at that rate it fills in seconds, so each second of
+        // the wait is a second users spend throttled at the maximum (the
+        // forty-second real-server run's i: 32 MiB against about 25 MB/s, a span of
+        // about 1 s; the grow came 51–65 s in, and those seconds at 32 MiB were all
+        // of the gap to a static 256 MiB). At the maximum it arms at once.
+        let span_s = self.span_s(s);
+        let short = self.state.grown_from.is_none()
+            && fill >= grow
+            && span_s.is_some_and(|x| x < self.cfg.redo_min_span.as_secs_f64());
+        let long_enough = at_max_ms >= self.cfg.redo_grow_after.as_millis() as u64;
+        if (long_enough || short) && at_ceiling && self.state.armed_at.is_none() {
+            self.state.armed_at = Some(t);
+            self.state.armed_span_s = if long_enough { None } else { span_s };
         }
         // Pressure over: nothing to grow for.
         if fill < self.cfg.target_fill_pct / 100.0 {
@@ -1244,14 +1267,26 @@ impl Flush {
                     ),
                     _ => None,
                 };
+                // At least the capacity whose sync point spans `redo_min_span` of the
+                // episode's demand.
+                let span_cap = match r.sync_point {
+                    Some(sp) if sp > 0 => {
+                        episode.demand_bps.max(0.0)
+                            * self.cfg.redo_min_span.as_secs_f64()
+                            * (cur as f64 / sp as f64)
+                    }
+                    _ => 0.0,
+                };
                 let want = need
                     .unwrap_or(0.0)
+                    .max(span_cap)
                     .max(cur as f64 * 2.0)
                     .min((u64::MAX >> 2) as f64) as u64;
                 // Whole MiB: both servers want the size in whole blocks.
                 let v = (want.min(limit) >> 20) << 20;
                 if let (Some(b), true) = (bound, v > cur) {
                     self.state.armed_at = None;
+                    let armed_span_s = self.state.armed_span_s.take();
                     self.state.grown_from = Some(cur);
                     // The next episode is measured afresh; the demand seen stays.
                     self.state.episode = Some(Episode {
@@ -1264,7 +1299,16 @@ impl Flush {
                     } else {
                         String::new()
                     };
+                    let min_span = humantime::format_duration(self.cfg.redo_min_span);
                     let sized = match need {
+                        _ if span_cap > cur as f64 * 2.0 && span_cap >= need.unwrap_or(0.0) => {
+                            format!(
+                                "{} holds {min_span} of the users' {:.1} MB/s of redo before \
+                                 the maximum checkpoint age",
+                                mib(span_cap as u64),
+                                episode.demand_bps / 1e6
+                            )
+                        }
                         Some(n) if n > cur as f64 * 2.0 && episode.held_s > 0.0 => format!(
                             "users asked {:.1} MB/s of redo and wrote {:.1} MB/s over {:.0} s at \
                              the maximum{counted}: {} holds that episode under the target {} %",
@@ -1289,15 +1333,26 @@ impl Flush {
                             humantime::format_duration(self.cfg.redo_lull_wait)
                         )
                     };
+                    let why = match armed_span_s {
+                        Some(x) => format!(
+                            "redo fill reached {} % with the log holding only {x:.1} s of the \
+                             users' {:.1} MB/s of redo (under redo_min_span {min_span}: too \
+                             small whatever the wait)",
+                            self.cfg.redo_grow_fill_pct,
+                            episode.demand_bps / 1e6
+                        ),
+                        None => format!(
+                            "redo fill was at or above {} % for {} of this pressure episode",
+                            self.cfg.redo_grow_fill_pct,
+                            humantime::format_duration(self.cfg.redo_grow_after)
+                        ),
+                    };
                     let reason = format!(
-                        "redo fill {} was at or above {} % for {} of this pressure episode \
-                         with flushing at the most this policy asks (the device's limit, or \
-                         past the async point, where io_capacity_max is the batch size and is \
-                         never raised), and {when}: more redo headroom, {knob} {} → {}; \
-                         {sized} (disk budget {}, recovery budget {} allows {})",
+                        "{why} with flushing at the most this policy asks (the device's limit, \
+                         or past the async point, where io_capacity_max is the batch size and \
+                         is never raised), and {when}; redo fill now {}: more redo headroom, \
+                         {knob} {} → {}; {sized} (disk budget {}, recovery budget {} allows {})",
                         pct(fill),
-                        self.cfg.redo_grow_fill_pct,
-                        humantime::format_duration(self.cfg.redo_grow_after),
                         mib(cur),
                         mib(v),
                         mib(self.cfg.redo_max_bytes),
@@ -1437,6 +1492,9 @@ pub struct FlushConfig {
     /// … for this long of one pressure episode (added up, not one stay) arms the
     /// grow …
     pub redo_grow_after: Duration,
+    /// At the maximum, a log whose sync point holds less than this of the episode's
+    /// demand arms the grow at once, and the grow is at least to this span (0 = off).
+    pub redo_min_span: Duration,
     /// … which waits at most this long for a lull (fill falling) before it goes ahead.
     pub redo_lull_wait: Duration,
     pub redo_shrink_fill_pct: f64,
@@ -1465,6 +1523,7 @@ impl Default for FlushConfig {
             redo_resize: true,
             redo_grow_fill_pct: 95.0,
             redo_grow_after: Duration::from_secs(20),
+            redo_min_span: Duration::from_secs(20),
             redo_lull_wait: Duration::from_secs(30),
             redo_shrink_fill_pct: 25.0,
             redo_shrink_after: Duration::from_secs(1800),
@@ -1493,6 +1552,8 @@ pub struct RawFlush {
     redo_grow_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
     redo_grow_after: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    redo_min_span: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     redo_lull_wait: Option<Duration>,
     redo_shrink_fill_pct: Option<f64>,
@@ -1571,6 +1632,13 @@ impl PolicyKind for Flush {
                 d.redo_grow_after,
                 Duration::ZERO,
                 secs(86_400),
+            )?,
+            redo_min_span: s.duration(
+                "redo_min_span",
+                r.redo_min_span,
+                d.redo_min_span,
+                Duration::ZERO,
+                secs(3600),
             )?,
             redo_lull_wait: s.duration(
                 "redo_lull_wait",
@@ -2394,7 +2462,13 @@ mod tests {
     #[test]
     fn redo_grows_to_the_episode_it_measured() {
         let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
+        // The wait's sizing alone: the log spans 5 s of the demand, which
+        // `redo_min_span` would arm at once (`a_log_spanning_seconds_grows_at_the_first_touch`).
+        let no_span = || FlushConfig {
+            redo_min_span: Duration::ZERO,
+            ..resize_config()
+        };
+        let mut f = Flush::new(no_span());
         let mut cur = with(Knob::IoCapacityMax, 4000);
         cur.insert(Knob::LogFileSize, 100 << 20);
         let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
@@ -2469,7 +2543,11 @@ mod tests {
         assert!(p.reason.contains("users are held"), "{}", p.reason);
         // Sized as the 30 s lull wait would have sized it: 21 s held so far (from the
         // tick that reached the maximum), counted as 51 s. Users asked 16 MB/s before the wall and write 2 MB/s at it.
-        let mut f = Flush::new(resize_config());
+        // (The wait's rule alone: that log spans 5 s of the demand.)
+        let mut f = Flush::new(FlushConfig {
+            redo_min_span: Duration::ZERO,
+            ..resize_config()
+        });
         let mut cur = with(Knob::IoCapacityMax, 4000);
         cur.insert(Knob::LogFileSize, 100 << 20);
         let at = |t: u64, fill: f64, lsn: f64| Signals {
@@ -2583,6 +2661,78 @@ mod tests {
             let fill = if t % 5 < 3 { 0.86 } else { 0.80 };
             let ps = decide(&mut f, &caps, &cur, &signals(t, fill, 0.0, 2_000.0));
             assert!(find(&ps, Knob::LogFileSize).is_none(), "t={t}");
+        }
+    }
+
+    /// A log that spans a second or two of the users' write rate is too small whatever
+    /// the wait: at the first tick at the maximum with flushing at the most (past the
+    /// async point) the grow is armed, sent at the first lull, and sized to hold
+    /// `redo_min_span` of the demand (the forty-second real-server run's i: 32 MiB
+    /// against about 25 MB/s). A log spanning more waits for its 20 s as before.
+    #[test]
+    fn a_log_spanning_seconds_grows_at_the_first_touch() {
+        let caps = testkit::mariadb();
+        // The knob as the sample's geometry says: 100 MiB, sync point 80 MiB.
+        let mut cur = baseline();
+        cur.insert(Knob::LogFileSize, 100 << 20);
+        // (Above its baseline the size in effect is held every tick.)
+        let grow = |ps: &[Proposal]| {
+            find(ps, Knob::LogFileSize)
+                .filter(|p| p.value != 100 << 20)
+                .cloned()
+        };
+        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
+            lsn_rate: Some(lsn),
+            ..signals(t, fill, trend, 2_000.0)
+        };
+        // 25 MB/s against a sync point of 80 MiB: 3.4 s. The fill climbs to 97 %, then
+        // saws.
+        let mut f = Flush::new(resize_config());
+        let mut grown = None;
+        for t in 0..=30 {
+            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][t.min(5) as usize];
+            let trend = if t == 5 { -0.05 } else { 0.05 };
+            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
+            if let Some(p) = grow(&ps) {
+                grown = Some((t, p));
+                break;
+            }
+        }
+        let (t, p) = grown.expect("a redo grow");
+        assert_eq!(
+            t, 5,
+            "the first lull after the first tick at the maximum: {}",
+            p.reason
+        );
+        // 25 MB/s × 20 s = 500 MB of sync point, × 100 / 80 of capacity = 596 MiB.
+        assert_eq!(p.value, 596 << 20, "{}", p.reason);
+        assert!(
+            p.reason
+                .contains("holding only 3.4 s of the users' 25.0 MB/s"),
+            "{}",
+            p.reason
+        );
+        assert!(p.reason.contains("596 MiB holds 20s"), "{}", p.reason);
+
+        // 2 MB/s against the same log: 42 s. The same climb and sawtooth waits for
+        // 20 s at the maximum.
+        let mut f = Flush::new(resize_config());
+        for t in 0..=12 {
+            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
+            let trend = if t == 5 { -0.05 } else { 0.05 };
+            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 2e6));
+            assert!(grow(&ps).is_none(), "t={t}");
+        }
+        // Off: the 3.4 s log waits too.
+        let mut f = Flush::new(FlushConfig {
+            redo_min_span: Duration::ZERO,
+            ..resize_config()
+        });
+        for t in 0..=12 {
+            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
+            let trend = if t == 5 { -0.05 } else { 0.05 };
+            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
+            assert!(grow(&ps).is_none(), "t={t}");
         }
     }
 
