@@ -98,12 +98,15 @@
 //!   When f has been at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
 //!   age) for `redo_grow_after` (20 s) of a pressure episode (f at or above the target;
 //!   the seconds need not be in one stay) while flushing can do no more (the device's
-//!   limit, or past the async point), the grow is armed; it is proposed at the first
+//!   limit, or past the async point), the grow is armed — at the first tick at the
+//!   maximum when the log holds less than `redo_min_span` (20 s) of the episode's
+//!   demand (too small whatever the wait); it is proposed at the first
 //!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: growing the
 //!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
 //!   8.0.30) to the size that would have held the episode under the target
 //!   ([`redo_capacity_for`]: the redo its demand would have added while users were held
-//!   at the maximum), at least double, within the disk budget `redo_max_size` and the
+//!   at the maximum), at least double and at least `redo_min_span` of the demand,
+//!   within the disk budget `redo_max_size` and the
 //!   recovery-time bound. One grow per pressure episode: the next is armed only once
 //!   the fill has fallen under the target. When f stays under `redo_shrink_fill_pct`
 //!   for `redo_shrink_after`, it goes back.
@@ -1240,11 +1243,21 @@ impl Flush {
                 // far, so it is sized as the wait would have sized it, only sooner (the
                 // thirty-third real-server run's h: sized on its first 22 s at the
                 // maximum it asked 544 MiB, and the next burst filled that).
+                // Armed by the log's span, before `redo_grow_after` at the maximum had
+                // added up, the wait it skips includes those seconds: counted as the
+                // wait would have counted it, the grow in h's first burst is as large
+                // as before the span rule, and its second burst needs that size.
                 let extra_s = if pinned && !lull && !timed_out {
+                    let unwaited = if self.state.armed_span_s.is_some() {
+                        (self.cfg.redo_grow_after.as_secs_f64() - episode.at_max_s).max(0.0)
+                    } else {
+                        0.0
+                    };
                     self.cfg
                         .redo_lull_wait
                         .saturating_sub(Duration::from_millis(waited))
                         .as_secs_f64()
+                        + unwaited
                 } else {
                     0.0
                 };
@@ -1295,7 +1308,7 @@ impl Flush {
                         ..Episode::default()
                     });
                     let counted = if extra_s > 0.0 {
-                        format!(", counted as {held_s:.0} s (the lull wait it skips)")
+                        format!(", counted as {held_s:.0} s (the wait it skips)")
                     } else {
                         String::new()
                     };
@@ -2575,6 +2588,30 @@ mod tests {
                 .contains("over 21 s at the maximum, counted as 51 s"),
             "{}",
             p.reason
+        );
+        // With the span rule (that log spans 5 s of the 16 MB/s): sent at the first tick
+        // at the maximum, and counted as the wait would have counted it (the 20 s to
+        // arm and the 30 s lull wait), so the same size, 20 s sooner.
+        let mut f = Flush::new(resize_config());
+        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
+            decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
+        }
+        let (t, q) = (4..=60)
+            .find_map(|t| {
+                find(
+                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
+                    Knob::LogFileSize,
+                )
+                .filter(|p| p.value != 100 << 20)
+                .map(|p| (t, p.clone()))
+            })
+            .expect("a redo resize");
+        assert_eq!((t, q.value), (4, p.value), "{}", q.reason);
+        assert!(
+            q.reason
+                .contains("over 1 s at the maximum, counted as 51 s"),
+            "{}",
+            q.reason
         );
     }
 
