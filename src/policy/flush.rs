@@ -1246,13 +1246,11 @@ impl Flush {
                 // Armed by the log's span, before `redo_grow_after` at the maximum had
                 // added up, the wait it skips includes those seconds: counted as the
                 // wait would have counted it, the grow in h's first burst is as large
-                // as before the span rule, and its second burst needs that size.
+                // as before the span rule, and its second burst needs that size. (Armed
+                // by the wait, those seconds have added up: nothing.)
                 let extra_s = if pinned && !lull && !timed_out {
-                    let unwaited = if self.state.armed_span_s.is_some() {
-                        (self.cfg.redo_grow_after.as_secs_f64() - episode.at_max_s).max(0.0)
-                    } else {
-                        0.0
-                    };
+                    let unwaited =
+                        (self.cfg.redo_grow_after.as_secs_f64() - episode.at_max_s).max(0.0);
                     self.cfg
                         .redo_lull_wait
                         .saturating_sub(Duration::from_millis(waited))
