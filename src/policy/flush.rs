@@ -100,8 +100,10 @@
 //!   the seconds need not be in one stay) while flushing can do no more (the device's
 //!   limit, or past the async point), the grow is armed — at the first tick at the
 //!   maximum when the log holds less than `redo_min_span` (20 s) of the episode's
-//!   demand (too small whatever the wait); it is proposed at the first
-//!   lull (fill falling) or after `redo_lull_wait`, whichever comes first: growing the
+//!   demand (too small whatever the wait), and then proposed at once, before users are
+//!   held, so that the stall's own flushing passes its LSN; armed by the seconds, it is
+//!   proposed at the first lull (fill falling), as soon as users are held, or after
+//!   `redo_lull_wait`, whichever comes first: growing the
 //!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
 //!   8.0.30) to the size that would have held the episode under the target
 //!   ([`redo_capacity_for`]: the redo its demand would have added while users were held
@@ -1233,7 +1235,15 @@ impl Flush {
             // wait) and the checkpoint, having jumped to just before that LSN, then
             // crept under the base load for 84 s, into the next burst.
             let pinned = s.users_held == Some(true);
-            if lull || timed_out || pinned {
+            // Armed by the log's span it goes at once, before users are held: at that
+            // span the fill reaches the maximum within seconds whatever the wait, and
+            // the stall's own flushing passes only the LSNs written before users were
+            // held. A SET sent in the stall waits after it for the pages dirtied in
+            // between (the forty-fifth real-server run's g: sent 3 s into the stall,
+            // adopted 10 s after it, with users at 12–27 k TPS meanwhile against the
+            // defaults' 37–40 k).
+            let span_armed = self.state.armed_span_s.is_some();
+            if lull || timed_out || pinned || span_armed {
                 let bound = self.recovery_bound(s);
                 let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
                 let r = &s.sample.redo;
@@ -1247,8 +1257,9 @@ impl Flush {
                 // added up, the wait it skips includes those seconds: counted as the
                 // wait would have counted it, the grow in h's first burst is as large
                 // as before the span rule, and its second burst needs that size. (Armed
-                // by the wait, those seconds have added up: nothing.)
-                let extra_s = if pinned && !lull && !timed_out {
+                // by the wait, those seconds have added up: nothing.) Sent by the span
+                // before users are held, the same: the stall is seconds away.
+                let extra_s = if (pinned || span_armed) && !lull && !timed_out {
                     let unwaited =
                         (self.cfg.redo_grow_after.as_secs_f64() - episode.at_max_s).max(0.0);
                     self.cfg
@@ -1259,11 +1270,16 @@ impl Flush {
                 } else {
                     0.0
                 };
-                let (held_s, written) = if episode.held_s > 0.0 {
+                // Held, the seconds measured are at the held write rate, which the
+                // skipped ones go on at. Not yet held, they were at the users' rate,
+                // which the stall ends: the skipped seconds count at the held rate,
+                // taken as nothing (g's users wrote 0.3–2.1 MB/s held against the
+                // 11–22 MB/s they asked).
+                let (held_s, written) = if pinned && episode.held_s > 0.0 {
                     let h = episode.held_s + extra_s;
                     (h, episode.written * h / episode.held_s)
                 } else {
-                    (0.0, 0.0)
+                    (episode.held_s + extra_s, episode.written)
                 };
                 // The knob in effect is the capacity (the SET returns only once the
                 // server has adopted the new file).
@@ -1338,6 +1354,11 @@ impl Flush {
                             .to_string()
                     } else if lull {
                         format!("the fill is falling ({}/s): a lull", pct(trend))
+                    } else if span_armed {
+                        "at that span the fill reaches the maximum within seconds: sent \
+                         before users are held, the checkpoint that ends the stall passes \
+                         its LSN"
+                            .to_string()
                     } else {
                         format!(
                             "no lull came within {}",
@@ -2701,9 +2722,10 @@ mod tests {
 
     /// A log that spans a second or two of the users' write rate is too small whatever
     /// the wait: at the first tick at the maximum with flushing at the most (past the
-    /// async point) the grow is armed, sent at the first lull, and sized to hold
-    /// `redo_min_span` of the demand (the forty-second real-server run's i: 32 MiB
-    /// against about 25 MB/s). A log spanning more waits for its 20 s as before.
+    /// async point) the grow is armed and sent at once, before users are held (the
+    /// forty-second real-server run's i: 32 MiB against about 25 MB/s; the forty-fifth's
+    /// g: sent once users were held, adopted 10 s after the stall), sized as the wait
+    /// would have sized it. A log spanning more waits for its 20 s as before.
     #[test]
     fn a_log_spanning_seconds_grows_at_the_first_touch() {
         let caps = testkit::mariadb();
@@ -2734,20 +2756,28 @@ mod tests {
             }
         }
         let (t, p) = grown.expect("a redo grow");
+        assert_eq!(t, 3, "the first tick at the maximum: {}", p.reason);
+        // One second at the maximum measured (25 MB written), and the 50 s the wait
+        // would have added (20 s to arm, 30 s for a lull) at the held rate, nothing:
+        // a deficit of 25 MB/s × 51 s − 25 MB; (80 MiB + deficit) / 0.75 of sync point,
+        // × 100 / 80 of capacity; within the recovery bound, in whole MiB.
+        let need = (f64::from(80u32 << 20) + 25e6 * 51.0 - 25e6) / 0.75 * 1.25;
+        let bound = f.recovery_bound(&at(3, 0.97, 0.05, 25e6)).expect("a bound");
+        assert!(need > 596.0 * 1_048_576.0, "more than 20 s of the demand");
         assert_eq!(
-            t, 5,
-            "the first lull after the first tick at the maximum: {}",
+            p.value,
+            ((need as u64).min(bound) >> 20) << 20,
+            "{}",
             p.reason
         );
-        // 25 MB/s × 20 s = 500 MB of sync point, × 100 / 80 of capacity = 596 MiB.
-        assert_eq!(p.value, 596 << 20, "{}", p.reason);
         assert!(
             p.reason
                 .contains("holding only 3.4 s of the users' 25.0 MB/s"),
             "{}",
             p.reason
         );
-        assert!(p.reason.contains("596 MiB holds 20s"), "{}", p.reason);
+        assert!(p.reason.contains("counted as 51 s"), "{}", p.reason);
+        assert!(p.reason.contains("sent before users are held"), "{}", p.reason);
 
         // 2 MB/s against the same log: 42 s. The same climb and sawtooth waits for
         // 20 s at the maximum.
