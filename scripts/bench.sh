@@ -17,7 +17,9 @@
 # Extra arguments go to bench/bench.py (--reps N, --scenarios new|legacy|all|a,b,...,
 # --arms all|defaults,innopilot,..., --duration S for smoke runs, --budget-min M,
 # --out DIR, --below-calibration to run f even when this machine is too slow for
-# the rate it was calibrated at). Needs mariadbd, mariadb-install-db, mariadb and sysbench
+# the rate it was calibrated at, --finish-invalid to run every repetition even when a
+# scenario's first defaults run did not reproduce its pathology: by default the
+# scenario stops there, INVALID, saying why). Needs mariadbd, mariadb-install-db, mariadb and sysbench
 # (scripts/setup.sh) and python3. Starts private servers only (--no-defaults, private
 # socket, free loopback port); never touches port 3306. Needs root for the cgroup v1
 # blkio throttles (scenarios c, e, f, g) and the redo tmpfs (g).
