@@ -1537,9 +1537,11 @@ pub struct FlushConfig {
     /// grow …
     pub redo_grow_after: Duration,
     /// At the maximum, a log whose sync point holds less than this of the episode's
-    /// demand arms the grow at once, and the grow is at least to this span (0 = off).
+    /// demand sends the grow at once, and the grow is at least to this span (0 = off).
     pub redo_min_span: Duration,
-    /// … which waits at most this long for a lull (fill falling) before it goes ahead.
+    /// Otherwise the armed grow waits at most this long for a lull (fill falling) or
+    /// users held before it goes ahead; and any grow waits at most this long for a
+    /// recovery bound that allows a doubling.
     pub redo_lull_wait: Duration,
     pub redo_shrink_fill_pct: f64,
     pub redo_shrink_after: Duration,
