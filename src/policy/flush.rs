@@ -101,7 +101,7 @@
 //!   limit, or past the async point), the grow is armed — at the first tick at the
 //!   maximum when the log holds less than `redo_min_span` (20 s) of the episode's
 //!   demand (too small whatever the wait), and then proposed at once, before users are
-//!   held, so that the stall's own flushing passes its LSN; armed by the seconds, it is
+//!   held; armed by the seconds, it is
 //!   proposed at the first lull (fill falling), as soon as users are held, or after
 //!   `redo_lull_wait`, whichever comes first: growing the
 //!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
@@ -1237,11 +1237,13 @@ impl Flush {
             let pinned = s.users_held == Some(true);
             // Armed by the log's span it goes at once, before users are held: at that
             // span the fill reaches the maximum within seconds whatever the wait, and
-            // the stall's own flushing passes only the LSNs written before users were
-            // held. A SET sent in the stall waits after it for the pages dirtied in
-            // between (the forty-fifth real-server run's g: sent 3 s into the stall,
-            // adopted 10 s after it, with users at 12–27 k TPS meanwhile against the
-            // defaults' 37–40 k).
+            // every second of a wait is a second at the old size (the forty-sixth
+            // real-server run's i: sent 2–3 s in and adopted by 5 s, 1.003 × a static
+            // redo 8 × larger; waiting for a lull it went 15–20 s in). On a throttled
+            // device in a burst it changes little: adoption waits for every page first
+            // dirtied before the SET's LSN, most of the burst's, and the forty-seventh
+            // run's g adopted it 6–8 s after the stall sent before users were held,
+            // as the forty-fifth's did sent 1–3 s into the stall.
             let span_armed = self.state.armed_span_s.is_some();
             if lull || timed_out || pinned || span_armed {
                 let bound = self.recovery_bound(s);
@@ -1368,8 +1370,8 @@ impl Flush {
                         format!("the fill is falling ({}/s): a lull", pct(trend))
                     } else if span_armed {
                         "at that span the fill reaches the maximum within seconds: sent \
-                         before users are held, the checkpoint that ends the stall passes \
-                         its LSN"
+                         before users are held, as every second of a wait would be one at \
+                         the old size"
                             .to_string()
                     } else {
                         format!(
