@@ -2736,6 +2736,22 @@ mod tests {
         }
     }
 
+    /// [`baseline`] with the redo at 100 MiB, as [`signals`]' geometry says (sync point
+    /// 80 MiB).
+    fn at_100_mib() -> KnobValues {
+        let mut cur = baseline();
+        cur.insert(Knob::LogFileSize, 100 << 20);
+        cur
+    }
+
+    /// The redo grow among `ps`: a size other than 100 MiB (above its baseline the size
+    /// in effect is held every tick).
+    fn grow_from_100_mib(ps: &[Proposal]) -> Option<Proposal> {
+        find(ps, Knob::LogFileSize)
+            .filter(|p| p.value != 100 << 20)
+            .cloned()
+    }
+
     /// A log that spans a second or two of the users' write rate is too small whatever
     /// the wait: at the first tick at the maximum with flushing at the most (past the
     /// async point) the grow is armed and sent at once, before users are held (the
@@ -2745,15 +2761,8 @@ mod tests {
     #[test]
     fn a_log_spanning_seconds_grows_at_the_first_touch() {
         let caps = testkit::mariadb();
-        // The knob as the sample's geometry says: 100 MiB, sync point 80 MiB.
-        let mut cur = baseline();
-        cur.insert(Knob::LogFileSize, 100 << 20);
-        // (Above its baseline the size in effect is held every tick.)
-        let grow = |ps: &[Proposal]| {
-            find(ps, Knob::LogFileSize)
-                .filter(|p| p.value != 100 << 20)
-                .cloned()
-        };
+        let cur = at_100_mib();
+        let grow = grow_from_100_mib;
         let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
             lsn_rate: Some(lsn),
             ..signals(t, fill, trend, 2_000.0)
@@ -2829,13 +2838,8 @@ mod tests {
     #[test]
     fn a_grow_waits_for_the_device_to_show_its_rate() {
         let caps = testkit::mariadb();
-        let mut cur = baseline();
-        cur.insert(Knob::LogFileSize, 100 << 20);
-        let grow = |ps: &[Proposal]| {
-            find(ps, Knob::LogFileSize)
-                .filter(|p| p.value != 100 << 20)
-                .cloned()
-        };
+        let cur = at_100_mib();
+        let grow = grow_from_100_mib;
         // The same climb as `a_log_spanning_seconds_grows_at_the_first_touch`: the
         // first tick at the maximum is 3 s.
         let at = |t: u64, flushed: f64| Signals {
