@@ -1058,7 +1058,11 @@ def write_csv(path, sb_rows, samples):
     cols = ["t", "tps", "p99_ms", "queue", "history", "redo_fill_pct", "dirty_pct", "purge_threads",
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
-            "sync_flush_waits", "lru_flushed"]
+            "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age"]
+    # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
+    # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
+    # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
+    # which @@innodb_log_file_size shows only once the SET's session returns.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1072,7 +1076,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("log_file_size"), s.get("Innodb_buffer_pool_pages_flushed"),
                         s.get("Innodb_buffer_pool_reads"), s.get("ip_ticks"), s.get("ip_rss_kb"),
                         s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits"),
-                        s.get("Innodb_buffer_pool_pages_LRU_flushed")])
+                        s.get("Innodb_buffer_pool_pages_LRU_flushed"), s.get("Innodb_lsn_current"),
+                        s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age")])
 
 
 def fill(s):
