@@ -1672,6 +1672,12 @@ def main():
             arms = DEFAULT_ARMS.get(n, ["defaults", "purge1", "threshold", "watermark", "innopilot", "dryrun"])
         plan.append((n, sc, arms))
     est = estimate_s(plan, reps)
+    # A results directory is one run's record: writing a second run into it would mix
+    # its CSVs with the first's and replace its summary. The quick run's directory is
+    # scratch (CI), so only it is reused.
+    if not a.quick and os.path.exists(os.path.join(a.out, "summary.json")):
+        sys.exit(f"{a.out} already holds a finished run (summary.json): give --out a new "
+                 "directory (scripts/bench.sh picks <UTC date>-2, -3, ... on its own)")
     os.makedirs(a.out, exist_ok=True)
     LOG = open(os.path.join(a.out, "bench.log"), "a")
     log(f"innopilot bench: {'quick' if a.quick else 'full'}, reps={reps}, "

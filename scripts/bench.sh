@@ -3,7 +3,8 @@
 #
 #   scripts/bench.sh            full run: scenarios e_purge_behind, f_cold_view,
 #                               g_checkpoint_stall, each arm set x 3 repetitions x 180 s,
-#                               release build, results in bench/results/<UTC date>/; the
+#                               release build, results in bench/results/<UTC date>/ (-2, -3, ... for
+#                               a later run that day); the
 #                               estimate is printed first and the run refuses to start
 #                               beyond --budget-min (120)
 #   scripts/bench.sh --scenarios h_repeated_bursts
@@ -39,7 +40,12 @@ if [ "$quick" = 1 ]; then
 else
     cargo build --quiet --release --bin innopilot
     bin="$target/release/innopilot"
-    out=(--out "bench/results/$(date -u +%Y-%m-%d)")
+    # One directory per run: a second run on the same day gets <date>-2, -3, ...
+    day="bench/results/$(date -u +%Y-%m-%d)"
+    dir="$day"
+    n=2
+    while [ -e "$dir" ]; do dir="$day-$n"; n=$((n + 1)); done
+    out=(--out "$dir")
 fi
 [ "$has_out" = 1 ] && out=()
 exec python3 bench/bench.py --innopilot "$bin" "${out[@]}" "$@"
