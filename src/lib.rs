@@ -16,7 +16,8 @@
 //! - [`signals`]: what is *derived* from samples: windows, rates, trends, restart
 //!   detection, and the purge estimate (purgeable vs blocked, who blocks).
 //! - [`policy`]: pure policies (signals → proposals), each one file with its config
-//!   section; [`policy::registry`] lists and ranks them; the arbiter; the servers' own
+//!   section (flush, with its two levers, one folder: the page cleaner and
+//!   [`policy::flush`]'s redo headroom); [`policy::registry`] lists and ranks them; the arbiter; the servers' own
 //!   formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
 //!   audit log, the loop that performs plans (tick → typed report), restoring the

@@ -40,7 +40,8 @@
 //! [`page_cleaner_pages`] is that model; the simulator and the tests' plant use it.
 //!
 //! - **io_capacity_max is the lever.** When f reaches `target_fill_pct`, or p has
-//!   reached it for `projection_persist` (a warm-up ramp is not a peak), the policy
+//!   reached it for `projection_persist` (a warm-up ramp is not a peak) or τ reaches
+//!   the maximum within that time (a burst is not a ramp), the policy
 //!   holds innodb_io_capacity_max at the *inverted need*: the value at which the
 //!   page cleaner's request at the current fill equals the page rate N that keeps the
 //!   fill from rising, N = (lsn_rate + (p − target) · sync / lookahead) / ρ, ρ the redo
@@ -93,54 +94,10 @@
 //!   the purge-lag delay only while purge progresses and history is above the lag,
 //!   exactly when a read view ends (trx0purge.cc). The purge-rate policy alone owns
 //!   the DML-delay pair.
-//! - **Redo headroom** (`redo_resize`, on by default; the knob's `manage` must be true
-//!   too, which it is by default for MariaDB's innodb_log_file_size only).
-//!   When f has been at or above `redo_grow_fill_pct` (95 %: the maximum checkpoint
-//!   age) for `redo_grow_after` (20 s) of a pressure episode (f at or above the target;
-//!   the seconds need not be in one stay) while flushing can do no more (the device's
-//!   limit, or past the async point), the grow is armed — at the first tick at the
-//!   maximum when the log holds less than `redo_min_span` (20 s) of the episode's
-//!   demand (too small whatever the wait), and then proposed at once, before users are
-//!   held; armed by the seconds, it is
-//!   proposed at the first lull (fill falling), as soon as users are held, or after
-//!   `redo_lull_wait`, whichever comes first: growing the
-//!   redo (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
-//!   8.0.30) to the size that would have held the episode under the target
-//!   ([`redo_capacity_for`]: the redo its demand would have added while users were held
-//!   at the maximum), at least double and at least `redo_min_span` of the demand,
-//!   within the disk budget `redo_max_size` and the
-//!   recovery-time bound. One grow per pressure episode: the next is armed only once
-//!   the fill has fallen under the target. When f stays under `redo_shrink_fill_pct`
-//!   for `redo_shrink_after`, it goes back.
+//! - **Redo headroom** (`redo_resize`): when the fill sits at the maximum checkpoint
+//!   age, grow the redo log within a disk budget and a measured recovery-time bound;
+//!   [`redo`] owns it.
 //!
-//! **What a resize at 100 % fill does** (MariaDB `log0log.cc` `log_t::resize_start()`,
-//! `log_t::write_checkpoint()`). `resize_start` creates ib_logfile101 at the new size,
-//! sets `resize_lsn` to the current write LSN, and ends with
-//! `buf_flush_ahead(start_lsn, false)`: flush every page modified before that LSN. From
-//! then on every redo write goes to both files (`resize_write_buf`). The new file, and
-//! with it `set_capacity()`'s larger max_checkpoint_age, is adopted only in
-//! `write_checkpoint()` once `resizing <= checkpoint_lsn`, i.e. once the checkpoint has
-//! passed the LSN of the SET. Started at 100 % fill that means the whole current age
-//! (every dirty page) is flushed at the device's rate before any relief; users stay at
-//! the old maximum meanwhile, then the forced checkpoint drops the fill at once (the
-//! issue's run: 92 % → 6 % in a second, a second at 0 TPS). Started in a lull the age
-//! to flush first is smaller: hence the preference. `log_t::resize_abort()` discards
-//! ib_logfile101 (SET GLOBAL innodb_log_file_size to the current size while a resize
-//! runs); only the session running the SET waits. `tests/redo_resize.rs` checks both on
-//! the real server, and that the maximum age keeps its share of the file, which
-//! [`Flush::recovery_bound`] divides by.
-//!
-//! **Recovery model.** Crash recovery parses and applies the redo since the last
-//! checkpoint and reads and writes back every page changed since
-//! ([`recovery_time_s`]: age / [`REDO_APPLY_BYTES_PER_S`] + 2 · dirty / D, D the
-//! best page rate the device has shown: recovery is not paced by io_capacity, and the
-//! limit learned under the policy's own small batches understates the device). The
-//! pages per byte of age are measured now (dirty pages over checkpoint age) and capped
-//! by the buffer pool ([`recovery_age_bound`]): past a pool that is all dirty, more
-//! redo adds only apply time. The bound on the redo size is the largest age that
-//! recovers within `recovery_time_budget`, over the sync point's share of the capacity.
-//! `tests/recovery.rs` checks the prediction against a private MariaDB
-//! killed with SIGKILL. Without a device rate and a dirty-page count, nothing grows.
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`Signals::users_held`]: crate::signals::Signals::users_held
@@ -153,6 +110,11 @@ use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PA
 use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::Signals;
+
+mod redo;
+
+use redo::{grow_pending, Episode};
+pub use redo::{recovery_age_bound, recovery_time_s, redo_capacity_for, REDO_APPLY_BYTES_PER_S};
 
 /// io_capacity_max is released only this long after the last pressure: a fill that
 /// falls because a peak was met is not idleness.
@@ -257,115 +219,6 @@ pub fn io_capacity_max_for(pages: f64, age: f64, async_point: f64) -> f64 {
     }
     let f = (100.0 * age / async_point.max(1.0)).floor().max(1.0);
     pages * (750.0 / (f * f.sqrt())).max(1.0)
-}
-
-/// Redo crash recovery scans and applies per second, bytes: the redo term of
-/// [`recovery_time_s`]. Conservative on purpose; `tests/recovery.rs` measures the
-/// whole model against a private MariaDB killed with SIGKILL and prints the numbers.
-pub const REDO_APPLY_BYTES_PER_S: f64 = 20e6;
-
-/// Crash recovery time predicted for a checkpoint age of `age_bytes` with
-/// `dirty_pages` dirty in the buffer pool, on a device that moves `device_pages_per_s`
-/// pages a second (seconds).
-///
-/// Recovery must parse and apply every byte of redo since the last checkpoint
-/// (`recv_sys_t::parse`/`apply`, log0recv.cc) and bring every page changed since up
-/// to date: each is read once, and written back before the first checkpoint (the
-/// dirty pages of the buffer pool at the crash are those pages). So: age at the apply
-/// rate plus two page I/Os per dirty page at the device's rate. It is an upper
-/// estimate: reads are often faster than the writes the device was limited to.
-pub fn recovery_time_s(age_bytes: f64, dirty_pages: f64, device_pages_per_s: f64) -> f64 {
-    age_bytes.max(0.0) / REDO_APPLY_BYTES_PER_S
-        + 2.0 * dirty_pages.max(0.0) / device_pages_per_s.max(1.0)
-}
-
-/// The largest checkpoint age whose predicted recovery ([`recovery_time_s`]) fits in
-/// `budget_s`, given the dirty pages one byte of age brings (`pages_per_byte`, as
-/// measured now), capped at the buffer pool (`pool_pages`): once every page of the
-/// pool is dirty, more redo adds only apply time. Bytes.
-pub fn recovery_age_bound(
-    budget_s: f64,
-    pages_per_byte: f64,
-    pool_pages: f64,
-    device_pages_per_s: f64,
-) -> f64 {
-    let d = device_pages_per_s.max(1.0);
-    let per_byte = 1.0 / REDO_APPLY_BYTES_PER_S + 2.0 * pages_per_byte.max(0.0) / d;
-    let a1 = budget_s / per_byte;
-    if pages_per_byte <= 0.0 || pages_per_byte * a1 <= pool_pages {
-        return a1;
-    }
-    // The pool is all dirty before the budget is spent: the rest is apply time.
-    let rest = budget_s - 2.0 * pool_pages / d;
-    (rest * REDO_APPLY_BYTES_PER_S).max(pool_pages / pages_per_byte)
-}
-
-/// A fill trend at or below this (fraction of the sync point per second) is a lull.
-/// Pinned at the maximum checkpoint age the trend is noise around 0 (the thirty-first
-/// real-server run's h grew "in a lull" of −0.0 %/s at 100 % fill), and only a fill
-/// that really falls has a smaller age to flush before the resize is adopted.
-const LULL_TREND: f64 = -0.001;
-
-/// Whether a redo grow has been asked for and is not in effect yet: while a resize
-/// runs, the controller shows the size asked for (so that no policy asks again) and
-/// the sample the size the server still uses. A shrink never counts.
-fn grow_pending(input: &PolicyInput<'_>) -> bool {
-    let knob = input.caps.redo_size_knob();
-    match (input.current.get(&knob), input.signals.sample.redo.capacity) {
-        (Some(&asked), Some(used)) => asked > used,
-        _ => false,
-    }
-}
-
-/// The redo capacity (bytes) that would have kept a pressure episode's age at
-/// `target_share` of the sync point, given what was measured in it: the episode's
-/// demand (`demand_bps`, the highest redo write rate seen from the tick before the
-/// fill reached the target), how long the fill stayed at the maximum checkpoint age
-/// (`held_s`) and the redo written meanwhile (`written`). At the maximum the age cannot
-/// grow: the checkpoint paces the writes, and what users would have written beyond
-/// that, `demand_bps · held_s − written`, is the age the episode lacked. With it the
-/// peak age is the sync point plus that deficit; the capacity whose sync point holds
-/// it at the target share is that over the share, scaled by the flavor's capacity per
-/// byte of sync point (`capacity / sync_point`: MariaDB ≈ 1 / 0.8, MySQL ≈ 1 / 0.83).
-///
-/// It over-counts on purpose: the seconds the fill stays pinned after the load has
-/// gone (the backlog being flushed) count at the demand rate too. The disk budget and
-/// the recovery bound cap the result. `None` when the geometry is unknown.
-pub fn redo_capacity_for(
-    sync_point: f64,
-    capacity: f64,
-    demand_bps: f64,
-    held_s: f64,
-    written: f64,
-    target_share: f64,
-) -> Option<f64> {
-    if !(sync_point > 0.0 && capacity > 0.0 && target_share > 0.0) {
-        return None;
-    }
-    let deficit = (demand_bps.max(0.0) * held_s.max(0.0) - written.max(0.0)).max(0.0);
-    let v = (sync_point + deficit) / target_share * (capacity / sync_point);
-    v.is_finite().then_some(v)
-}
-
-/// What a pressure episode (fill at or above the target) has shown, for the size of
-/// the redo grow.
-#[derive(Debug, Clone, Copy, Default)]
-struct Episode {
-    /// The highest redo write rate seen, bytes/s, from the tick before the episode.
-    demand_bps: f64,
-    /// Seconds at or above `redo_grow_fill_pct` (the maximum checkpoint age) with the
-    /// redo write rate known: what the size is computed over.
-    held_s: f64,
-    /// Redo written over those seconds, bytes.
-    written: f64,
-    /// Seconds at or above `redo_grow_fill_pct` in the episode, rate known or not:
-    /// what arms the grow. The time after a tick at the maximum counts (so an unbroken
-    /// stay counts from its first tick, as before).
-    at_max_s: f64,
-    /// Whether the last tick was at or above `redo_grow_fill_pct`.
-    was_at_max: bool,
-    /// The last tick counted (ms).
-    t_ms: u64,
 }
 
 /// This tick's verdict on flushing pressure.
@@ -598,8 +451,9 @@ impl Flush {
     }
 
     /// Whether flushing must meet the need now: the fill at the target, or the
-    /// projection there for `projection_persist` while no user waits for a free page.
-    fn pressure(&mut self, s: &Signals, fill: f64, proj: f64) -> Pressure {
+    /// projection there for `projection_persist` while no user waits for a free page,
+    /// or at once when the trend reaches the maximum checkpoint age sooner than that.
+    fn pressure(&mut self, s: &Signals, fill: f64, trend: f64, proj: f64) -> Pressure {
         let target = self.cfg.target_fill_pct / 100.0;
         if fill >= target {
             self.state.proj_since = None;
@@ -621,6 +475,22 @@ impl Flush {
             return Pressure {
                 raise: false,
                 held_back: Some(HeldBack::FreePageWaits(w)),
+            };
+        }
+        // A rise that reaches the maximum checkpoint age before it could have lasted
+        // `projection_persist` is no warm-up ramp, and every second of the wait is one
+        // the page cleaner sleeps (a default MariaDB flushes nothing below the async
+        // point). The real-server g and h: the burst's first second took the fill from
+        // 16 to 28 % at 8–13 MB/s of redo, the maximum came 5–7 s later, and the
+        // checkpoint stayed at the LSN the base load started from until about 26 k
+        // pages were written at the device's 500 a second; flushing began only at the
+        // async point, 5–6 s into the burst. Those seconds of flushing are seconds off
+        // the stall.
+        let to_max_s = (1.0 - fill) / trend;
+        if trend > 0.0 && to_max_s <= self.cfg.projection_persist.as_secs_f64() {
+            return Pressure {
+                raise: true,
+                held_back: None,
             };
         }
         if held_ms < self.cfg.projection_persist.as_millis() as u64 {
@@ -731,47 +601,6 @@ impl Flush {
             (Some(b), None) => format!("the device has shown {b:.0} pages/s at best"),
             _ => "no flushing seen yet".to_string(),
         }
-    }
-
-    /// The largest redo size the recovery-time budget allows, when measured: the age
-    /// [`recovery_age_bound`] allows over the sync point's share of the capacity.
-    pub fn recovery_bound(&self, s: &Signals) -> Option<u64> {
-        // Recovery reads and writes pages with no io_capacity pacing, so the device's
-        // rate here is the best it has shown (what tests/recovery.rs validates the
-        // model with), not its limit under the knobs in effect: under the policy's own
-        // small batch past the async point the limit says little about the device. In
-        // the fourth real-server run's g the limit read 200 pages/s (learned in the
-        // first second after the page cleaner woke), the bound allowed 128 → 134 MiB,
-        // and the device wrote 600 pages/s a few seconds later.
-        let dev = &self.state.device;
-        let rate = match (dev.best, dev.limit) {
-            (Some(b), Some(l)) => b.max(l),
-            (b, l) => b.or(l)?,
-        };
-        let r = &s.sample.redo;
-        let age = match r.checkpoint_age {
-            Some(a) => a as f64,
-            None => s.redo_fill? * r.sync_point? as f64,
-        };
-        if age <= 0.0 {
-            return None;
-        }
-        let dirty = s.sample.dirty_pages? as f64;
-        let pool = s
-            .dirty_fraction
-            .filter(|f| *f > 0.0 && f.is_finite())
-            .map_or(f64::INFINITY, |f| dirty / f);
-        let share = match (r.sync_point, r.capacity) {
-            (Some(sp), Some(c)) if c > 0 && sp > 0 => sp as f64 / c as f64,
-            _ => 0.8,
-        };
-        let bound = recovery_age_bound(
-            self.cfg.recovery_time_budget.as_secs_f64(),
-            dirty / age,
-            pool,
-            rate,
-        ) / share;
-        (bound.is_finite() && bound > 0.0).then(|| bound.min(u64::MAX as f64 / 2.0) as u64)
     }
 
     /// innodb_io_capacity_max (the lever) and innodb_io_capacity (its baseline).
@@ -1114,324 +943,6 @@ impl Flush {
             )
         })
     }
-
-    /// How many seconds of the pressure episode's demand (its highest redo write rate)
-    /// the log holds before the maximum checkpoint age: the sync point over the demand.
-    fn span_s(&self, s: &Signals) -> Option<f64> {
-        let sp = s.sample.redo.sync_point? as f64;
-        let d = self.state.episode?.demand_bps;
-        (d > 0.0 && sp > 0.0).then(|| sp / d)
-    }
-
-    fn redo_size(
-        &mut self,
-        input: &PolicyInput<'_>,
-        fill: f64,
-        trend: f64,
-        at_ceiling: bool,
-    ) -> Vec<Proposal> {
-        let s = input.signals;
-        let t = s.t_ms;
-        let grow = self.cfg.redo_grow_fill_pct / 100.0;
-        let shrink = self.cfg.redo_shrink_fill_pct / 100.0;
-        self.state.low_since = if fill < shrink {
-            Some(self.state.low_since.unwrap_or(t))
-        } else {
-            None
-        };
-        // The episode's measurements, for the size of the grow.
-        let target = self.cfg.target_fill_pct / 100.0;
-        let lsn = s.lsn_rate.filter(|r| r.is_finite() && *r >= 0.0);
-        if fill >= target {
-            let e = self.state.episode.get_or_insert(Episode {
-                demand_bps: self.state.lsn_prev.unwrap_or(0.0),
-                t_ms: t,
-                ..Episode::default()
-            });
-            let dt = t.saturating_sub(e.t_ms) as f64 / 1000.0;
-            e.t_ms = t;
-            if e.was_at_max {
-                e.at_max_s += dt;
-            }
-            e.was_at_max = fill >= grow;
-            if let Some(r) = lsn {
-                e.demand_bps = e.demand_bps.max(r);
-                if fill >= grow {
-                    e.held_s += dt;
-                    e.written += r * dt;
-                }
-            }
-        } else {
-            self.state.episode = None;
-        }
-        self.state.lsn_prev = lsn;
-        let held = |since: Option<u64>| since.map_or(0, |x| t.saturating_sub(x));
-        // One grow per episode. A grow sent while users are held takes effect only at
-        // the checkpoint that ends the stall, and until then the fill stays at the
-        // maximum: re-armed on it, the policy asked a second, larger grow 20 s later,
-        // which only the 10 min dwell refused (the thirty-fourth real-server run's h).
-        // The episode ends when the fill falls under the target — which the larger
-        // file brings — and the grow is void when the size in effect is still the one
-        // it started from (refused, abandoned, or set back by someone else); then the
-        // next grow is measured afresh. (While a resize runs, the size in effect is the
-        // one asked for: the controller shows it so that no policy asks again.)
-        let knob = input.caps.redo_size_knob();
-        let in_effect = input.current.get(&knob).copied();
-        if let Some(from) = self.state.grown_from {
-            if fill < target || in_effect.is_none_or(|c| c <= from) {
-                self.state.grown_from = None;
-            }
-        }
-        // Time at the maximum counts over the whole pressure episode, not only while it
-        // lasts unbroken: a redo too small for the steady load keeps the fill between
-        // the async point and the maximum, where MariaDB's flush-ahead pulls it back
-        // under 95 % every few seconds (the forty-first real-server run's i: 88–100 %
-        // for the whole run, 65–75 s of 150 at the maximum, and no grow, because no
-        // stay lasted 20 s). An unbroken stay counts the same, because
-        // `redo_grow_fill_pct` exceeds the target (validated): the episode has begun by
-        // the stay's first tick. One grow per episode: not while one is in effect.
-        let at_max_ms = match (self.state.grown_from, self.state.episode) {
-            (None, Some(e)) => (e.at_max_s * 1000.0) as u64,
-            _ => 0,
-        };
-        // A log that holds less than `redo_min_span` of the users' write rate is too
-        // small whatever the wait: at that rate it fills in seconds, so each second of
-        // the wait is a second users spend throttled at the maximum (the
-        // forty-second real-server run's i: 32 MiB against about 25 MB/s, a span of
-        // about 1 s; the grow came 51–65 s in, and those seconds at 32 MiB were all
-        // of the gap to a static 256 MiB). At the maximum it arms at once.
-        let span_s = self.span_s(s);
-        let short = self.state.grown_from.is_none()
-            && fill >= grow
-            && span_s.is_some_and(|x| x < self.cfg.redo_min_span.as_secs_f64());
-        let long_enough = at_max_ms >= self.cfg.redo_grow_after.as_millis() as u64;
-        if (long_enough || short) && at_ceiling && self.state.armed_at.is_none() {
-            self.state.armed_at = Some(t);
-            self.state.armed_span_s = if long_enough { None } else { span_s };
-        }
-        // Pressure over: nothing to grow for.
-        if fill < self.cfg.target_fill_pct / 100.0 {
-            self.state.armed_at = None;
-        }
-        if !self.cfg.redo_resize {
-            return Vec::new();
-        }
-        if !input.caps.settable(knob) {
-            return Vec::new();
-        }
-        let (Some(&cur), Some(&base)) = (input.current.get(&knob), input.baseline.get(&knob))
-        else {
-            return Vec::new();
-        };
-        let mib = |b: u64| format!("{} MiB", b >> 20);
-        if let Some(armed) = self.state.armed_at {
-            let waited = t.saturating_sub(armed);
-            let lull = trend <= LULL_TREND;
-            let timed_out = waited >= self.cfg.redo_lull_wait.as_millis() as u64;
-            // Users held at the maximum: the server is flushing every page older than
-            // now already, and the larger file is adopted at the first checkpoint past
-            // the SET's LSN, which the end of the stall brings. Later is worse: the
-            // thirty-second real-server run's h sent it as the stall ended (the lull
-            // wait) and the checkpoint, having jumped to just before that LSN, then
-            // crept under the base load for 84 s, into the next burst.
-            let pinned = s.users_held == Some(true);
-            // Armed by the log's span it goes at once, before users are held: at that
-            // span the fill reaches the maximum within seconds whatever the wait, and
-            // every second of a wait is a second at the old size (the forty-sixth
-            // real-server run's i: sent 2–3 s in and adopted by 5 s, 1.003 × a static
-            // redo 8 × larger; waiting for a lull it went 15–20 s in). On a throttled
-            // device in a burst it changes little: adoption waits for every page first
-            // dirtied before the SET's LSN, most of the burst's, and the forty-seventh
-            // run's g adopted it 6–8 s after the stall sent before users were held,
-            // as the forty-fifth's did sent 1–3 s into the stall.
-            let span_armed = self.state.armed_span_s.is_some();
-            if lull || timed_out || pinned || span_armed {
-                let bound = self.recovery_bound(s);
-                let limit = bound.map_or(0, |b| b.min(self.cfg.redo_max_bytes));
-                let r = &s.sample.redo;
-                let episode = self.state.episode.unwrap_or_default();
-                // Sent at once while users are held, the episode is not over: it counts
-                // as lasting the lull wait it no longer waits, at the rates measured so
-                // far, so it is sized as the wait would have sized it, only sooner (the
-                // thirty-third real-server run's h: sized on its first 22 s at the
-                // maximum it asked 544 MiB, and the next burst filled that).
-                // Armed by the log's span, before `redo_grow_after` at the maximum had
-                // added up, the wait it skips includes those seconds: counted as the
-                // wait would have counted it, the grow in h's first burst is as large
-                // as before the span rule, and its second burst needs that size. (Armed
-                // by the wait, those seconds have added up: nothing.) Sent by the span
-                // before users are held, the same: the stall is seconds away.
-                let extra_s = if (pinned || span_armed) && !lull && !timed_out {
-                    let unwaited =
-                        (self.cfg.redo_grow_after.as_secs_f64() - episode.at_max_s).max(0.0);
-                    self.cfg
-                        .redo_lull_wait
-                        .saturating_sub(Duration::from_millis(waited))
-                        .as_secs_f64()
-                        + unwaited
-                } else {
-                    0.0
-                };
-                // Held, the seconds measured are at the held write rate, which the
-                // skipped ones go on at. Not yet held, they were at the users' rate,
-                // which the stall ends: the skipped seconds count at the held rate,
-                // taken as nothing (g's users wrote 0.3–2.1 MB/s held against the
-                // 11–22 MB/s they asked).
-                let (held_s, written) = if pinned && episode.held_s > 0.0 {
-                    let h = episode.held_s + extra_s;
-                    (h, episode.written * h / episode.held_s)
-                } else {
-                    (episode.held_s + extra_s, episode.written)
-                };
-                // The knob in effect is the capacity (the SET returns only once the
-                // server has adopted the new file).
-                let need = match r.sync_point {
-                    Some(sp) => redo_capacity_for(
-                        sp as f64,
-                        cur as f64,
-                        episode.demand_bps,
-                        held_s,
-                        written,
-                        target,
-                    ),
-                    _ => None,
-                };
-                // At least the capacity whose sync point spans `redo_min_span` of the
-                // episode's demand.
-                let span_cap = match r.sync_point {
-                    Some(sp) if sp > 0 => {
-                        episode.demand_bps.max(0.0)
-                            * self.cfg.redo_min_span.as_secs_f64()
-                            * (cur as f64 / sp as f64)
-                    }
-                    _ => 0.0,
-                };
-                let want = need
-                    .unwrap_or(0.0)
-                    .max(span_cap)
-                    .max(cur as f64 * 2.0)
-                    .min((u64::MAX >> 2) as f64) as u64;
-                // Whole MiB: both servers want the size in whole blocks.
-                let v = (want.min(limit) >> 20) << 20;
-                // A recovery bound that allows less than a doubling where the episode
-                // wants more rests on a device seen for a second or two: the best rate
-                // is what the page cleaner was asked, not yet what the device can do,
-                // and one grow per episode would keep that size (the forty-fifth
-                // real-server run's g, repetition 3: armed 1 s after the page cleaner
-                // woke, the bound allowed 128 → 131 MiB against 992 wanted; 29 s at the
-                // maximum followed). The grow stays armed while the device shows
-                // more, at most `redo_lull_wait`.
-                let unmeasured = bound.is_some_and(|b| b < want && b < cur.saturating_mul(2));
-                if unmeasured && !timed_out {
-                    return Vec::new();
-                }
-                if let (Some(b), true) = (bound, v > cur) {
-                    self.state.armed_at = None;
-                    let armed_span_s = self.state.armed_span_s.take();
-                    self.state.grown_from = Some(cur);
-                    // The next episode is measured afresh; the demand seen stays.
-                    self.state.episode = Some(Episode {
-                        demand_bps: episode.demand_bps,
-                        t_ms: t,
-                        ..Episode::default()
-                    });
-                    let counted = if extra_s > 0.0 {
-                        format!(", counted as {held_s:.0} s (the wait it skips)")
-                    } else {
-                        String::new()
-                    };
-                    let min_span = humantime::format_duration(self.cfg.redo_min_span);
-                    let sized = match need {
-                        _ if span_cap > cur as f64 * 2.0 && span_cap >= need.unwrap_or(0.0) => {
-                            format!(
-                                "{} holds {min_span} of the users' {:.1} MB/s of redo before \
-                                 the maximum checkpoint age",
-                                mib(span_cap as u64),
-                                episode.demand_bps / 1e6
-                            )
-                        }
-                        Some(n) if n > cur as f64 * 2.0 && episode.held_s > 0.0 => format!(
-                            "users asked {:.1} MB/s of redo and wrote {:.1} MB/s over {:.0} s at \
-                             the maximum{counted}: {} holds that episode under the target {} %",
-                            episode.demand_bps / 1e6,
-                            episode.written / episode.held_s / 1e6,
-                            episode.held_s,
-                            mib(n as u64),
-                            self.cfg.target_fill_pct
-                        ),
-                        _ => "double the size (the episode's measured need is no more)".into(),
-                    };
-                    let when = if pinned {
-                        "users are held at the maximum checkpoint age, where the server flushes \
-                         every older page anyway: the larger file comes with the checkpoint \
-                         that ends the stall"
-                            .to_string()
-                    } else if lull {
-                        format!("the fill is falling ({}/s): a lull", pct(trend))
-                    } else if span_armed {
-                        "at that span the fill reaches the maximum within seconds: sent \
-                         before users are held, as every second of a wait would be one at \
-                         the old size"
-                            .to_string()
-                    } else {
-                        format!(
-                            "no lull came within {}",
-                            humantime::format_duration(self.cfg.redo_lull_wait)
-                        )
-                    };
-                    let why = match armed_span_s {
-                        Some(x) => format!(
-                            "redo fill reached {} % with the log holding only {x:.1} s of the \
-                             users' {:.1} MB/s of redo (under redo_min_span {min_span}: too \
-                             small whatever the wait)",
-                            self.cfg.redo_grow_fill_pct,
-                            episode.demand_bps / 1e6
-                        ),
-                        None => format!(
-                            "redo fill was at or above {} % for {} of this pressure episode",
-                            self.cfg.redo_grow_fill_pct,
-                            humantime::format_duration(self.cfg.redo_grow_after)
-                        ),
-                    };
-                    let reason = format!(
-                        "{why} with flushing at the most this policy asks (the device's limit, \
-                         or past the async point, where io_capacity_max is the batch size and \
-                         is never raised), and {when}; redo fill now {}: more redo headroom, \
-                         {knob} {} → {}; {sized} (disk budget {}, recovery budget {} allows {})",
-                        pct(fill),
-                        mib(cur),
-                        mib(v),
-                        mib(self.cfg.redo_max_bytes),
-                        humantime::format_duration(self.cfg.recovery_time_budget),
-                        mib(b)
-                    );
-                    return vec![self.propose(knob, v, Intent::Act, reason)];
-                }
-            }
-        }
-        let low_ms = held(self.state.low_since);
-        if cur != base && low_ms >= self.cfg.redo_shrink_after.as_millis() as u64 {
-            let reason = format!(
-                "redo fill {} has stayed below {} % for {}: quiet time, {knob} back to its \
-                 baseline {}",
-                pct(fill),
-                self.cfg.redo_shrink_fill_pct,
-                humantime::format_duration(Duration::from_millis(low_ms)),
-                mib(base)
-            );
-            return vec![self.propose(knob, base, Intent::Release, reason)];
-        }
-        if cur != base {
-            let reason = format!(
-                "redo fill {}: {knob} holds at {} (baseline {})",
-                pct(fill),
-                mib(cur),
-                mib(base)
-            );
-            return vec![self.propose(knob, cur, Intent::Act, reason)];
-        }
-        Vec::new()
-    }
 }
 
 impl Policy for Flush {
@@ -1473,7 +984,7 @@ impl Policy for Flush {
             _ => None,
         };
         self.state.limited = self.learn(s, asked, trend);
-        let pressure = self.pressure(s, fill, proj);
+        let pressure = self.pressure(s, fill, trend, proj);
         if pressure.raise {
             self.state.pressure_at_ms = Some(s.t_ms);
             self.state.woken = true;
@@ -1781,9 +1292,8 @@ mod tests {
     use crate::server::sample::{RedoSample, Sample};
     use crate::server::{Capabilities, KnobValues};
     use proptest::prelude::*;
-    use std::time::Duration;
 
-    fn baseline() -> KnobValues {
+    pub(super) fn baseline() -> KnobValues {
         KnobValues::from([
             (Knob::IoCapacity, 200),
             (Knob::IoCapacityMax, 2000),
@@ -1798,7 +1308,7 @@ mod tests {
 
     /// Sync point 80 MiB of a 100 MiB redo, async point 7/8 of it (70 MiB); 20 000
     /// dirty pages of a 40 000-page pool.
-    fn signals(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
+    pub(super) fn signals(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
         Signals {
             t_ms: t_s * 1000,
             redo_fill: Some(fill),
@@ -1826,7 +1336,7 @@ mod tests {
 
     /// [`signals`] with users held at the maximum checkpoint age: 10 rows/s against
     /// the 10 000 of every other tick.
-    fn held(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
+    pub(super) fn held(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {
         Signals {
             dml_rate: Some(10.0),
             users_held: Some(true),
@@ -1834,17 +1344,22 @@ mod tests {
         }
     }
 
-    fn decide(f: &mut Flush, caps: &Capabilities, cur: &KnobValues, s: &Signals) -> Vec<Proposal> {
+    pub(super) fn decide(
+        f: &mut Flush,
+        caps: &Capabilities,
+        cur: &KnobValues,
+        s: &Signals,
+    ) -> Vec<Proposal> {
         testkit::propose(f, caps, cur, &baseline(), s)
     }
 
-    fn with(knob: Knob, v: u64) -> KnobValues {
+    pub(super) fn with(knob: Knob, v: u64) -> KnobValues {
         let mut k = baseline();
         k.insert(knob, v);
         k
     }
 
-    const MIB: f64 = (1u64 << 20) as f64;
+    pub(super) const MIB: f64 = (1u64 << 20) as f64;
 
     #[test]
     fn the_page_cleaner_formula() {
@@ -2059,6 +1574,33 @@ mod tests {
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
         assert!(m.reason.contains("a ramp is not a peak"), "{}", m.reason);
+    }
+
+    /// A rise that reaches the maximum checkpoint age within `projection_persist`
+    /// wakes the page cleaner at once: the real-server g's burst, 28 % and 12 %/s.
+    /// A slower one (40 s to the maximum) still waits.
+    #[test]
+    fn a_rise_to_the_maximum_within_the_persistence_is_met_at_once() {
+        let caps = testkit::mariadb();
+        let mut cur = baseline();
+        cur.insert(Knob::MaxDirtyPagesPctLwm, 0);
+        let mut base = baseline();
+        base.insert(Knob::MaxDirtyPagesPctLwm, 0);
+        let mut f = Flush::new(FlushConfig::default());
+        let ps = testkit::propose(&mut f, &caps, &cur, &base, &signals(1, 0.28, 0.12, 0.0));
+        let lwm = find(&ps, Knob::MaxDirtyPagesPctLwm).expect("the page cleaner woken");
+        assert_eq!((lwm.value, lwm.intent), (1, Intent::Act), "{}", lwm.reason);
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert!(!m.reason.contains("a ramp is not a peak"), "{}", m.reason);
+        // 6 s to the maximum at 12 %/s; at 1.8 %/s it is 40 s, and the ramp waits.
+        let mut f = Flush::new(FlushConfig::default());
+        let ps = testkit::propose(&mut f, &caps, &cur, &base, &signals(1, 0.28, 0.018, 0.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert!(m.reason.contains("a ramp is not a peak"), "{}", m.reason);
+        assert_eq!(
+            find(&ps, Knob::MaxDirtyPagesPctLwm).map(|p| (p.value, p.intent)),
+            Some((0, Intent::Release))
+        );
     }
 
     /// The real-server benchmark's g_checkpoint_stall: the device flushes ~330 pages/s
@@ -2429,525 +1971,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn recovery_model() {
-        // 100 MB of redo and 10 000 dirty pages at 1 000 pages/s: 5 s + 20 s.
-        assert_eq!(recovery_time_s(100e6, 10_000.0, 1_000.0), 25.0);
-        // The bound inverts it while the pool is not all dirty …
-        let pi = 10_000.0 / 100e6;
-        let a = recovery_age_bound(25.0, pi, 1e9, 1_000.0);
-        assert!((a - 100e6).abs() < 1.0, "{a}");
-        // … and past a 20 000-page pool (40 s of page I/O) only apply time is added.
-        let a = recovery_age_bound(100.0, pi, 20_000.0, 1_000.0);
-        assert!((a - 60.0 * REDO_APPLY_BYTES_PER_S).abs() < 1.0, "{a}");
-        // Continuous where the pool fills: at 200 MB, 20 000 pages, 10 + 40 s.
-        let a = recovery_age_bound(50.0, pi, 20_000.0, 1_000.0);
-        assert!((a - 200e6).abs() < 1.0, "{a}");
-
-        let mut f = Flush::new(FlushConfig::default());
-        assert_eq!(f.recovery_bound(&signals(1, 0.5, 0.0, 2_000.0)), None);
-        decide(
-            &mut f,
-            &testkit::mariadb(),
-            &baseline(),
-            &signals(1, 0.5, 0.0, 2_000.0),
-        );
-        // Age 40 MiB with 20 000 dirty pages of 40 000, 2 000 pages/s, 300 s: the pool
-        // fills at 80 MiB (40 s of page I/O), the other 260 s apply 5.2 GB of redo;
-        // over 0.8 of the capacity, 6.5 GB.
-        assert_eq!(
-            f.recovery_bound(&signals(2, 0.5, 0.0, 2_000.0)),
-            Some(6_500_000_000)
-        );
-        // A limit learned under a small batch does not shrink the bound: the best rate
-        // shown counts.
-        f.state.device.limit = Some(200.0);
-        assert_eq!(
-            f.recovery_bound(&signals(3, 0.5, 0.0, 2_000.0)),
-            Some(6_500_000_000)
-        );
-        f.state.device.best = Some(100.0);
-        assert!(f.recovery_bound(&signals(3, 0.5, 0.0, 2_000.0)).unwrap() < 6_500_000_000);
-    }
-
-    fn resize_config() -> FlushConfig {
-        FlushConfig {
-            redo_resize: true,
-            ..FlushConfig::default()
-        }
-    }
-
-    /// At the maximum checkpoint age (≥ 95 %) for 20 s with the device the limit, the
-    /// grow is armed; with no lull it goes ahead 30 s later.
-    #[test]
-    fn redo_grows_after_a_short_stay_at_the_maximum() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::IoCapacityMax, 4000);
-        let mut grown = None;
-        for t in 0..=120 {
-            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.97, 0.0, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
-        assert_eq!(t, 50, "{}", p.reason);
-        assert_eq!(
-            (p.value, p.intent),
-            (128 << 20, Intent::Act),
-            "{}",
-            p.reason
-        );
-        assert!(p.reason.contains("64 MiB → 128 MiB"), "{}", p.reason);
-        assert!(p.reason.contains("no lull came within 30s"), "{}", p.reason);
-    }
-
-    /// The grow is sized to the episode: users wrote 16 MB/s until the fill reached
-    /// the maximum, then 2 MB/s while held there, so the log lacked 14 MB/s of age for
-    /// every second at the maximum; doubling would hold about 4 s of that.
-    #[test]
-    fn redo_grows_to_the_episode_it_measured() {
-        let caps = testkit::mariadb();
-        // The wait's sizing alone: the log spans 5 s of the demand, which
-        // `redo_min_span` would arm at once (`a_log_spanning_seconds_grows_at_the_first_touch`).
-        let no_span = || FlushConfig {
-            redo_min_span: Duration::ZERO,
-            ..resize_config()
-        };
-        let mut f = Flush::new(no_span());
-        let mut cur = with(Knob::IoCapacityMax, 4000);
-        cur.insert(Knob::LogFileSize, 100 << 20);
-        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, trend, 2_000.0)
-        };
-        // The burst: under the target, then past it, at 16 MB/s.
-        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
-            decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
-        }
-        let mut grown = None;
-        for t in 4..=60 {
-            let ps = decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6));
-            // (Above its baseline the size in effect is held every tick.)
-            if let Some(p) = find(&ps, Knob::LogFileSize).filter(|p| p.value != 100 << 20) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
-        // Armed at 24 s (20 s at the maximum), no lull: 30 s later.
-        assert_eq!(t, 54, "{}", p.reason);
-        // 51 s held: (80 MiB + (16 − 2) MB/s × 51 s) / 0.75 × 100 / 80.
-        let need =
-            redo_capacity_for(80.0 * MIB, 100.0 * MIB, 16e6, 51.0, 2e6 * 51.0, 0.75).unwrap();
-        assert!((need / MIB - 1268.2).abs() < 1.0, "{need}");
-        assert_eq!(p.value, (need as u64 >> 20) << 20, "{}", p.reason);
-        assert!(
-            p.reason
-                .contains("users asked 16.0 MB/s of redo and wrote 2.0 MB/s over 51 s"),
-            "{}",
-            p.reason
-        );
-        // The disk budget caps it.
-        let mut f = Flush::new(FlushConfig {
-            redo_max_bytes: 512 << 20,
-            ..resize_config()
-        });
-        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
-            decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
-        }
-        let v = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .map(|p| p.value)
-                .filter(|v| *v != 100 << 20)
-            })
-            .expect("a redo resize");
-        assert_eq!(v, 512 << 20);
-    }
-
-    /// With users held at the maximum the grow goes ahead as soon as it is armed: the
-    /// larger file comes with the checkpoint that ends the stall.
-    #[test]
-    fn redo_grows_at_once_while_users_are_held() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::IoCapacityMax, 4000);
-        let mut grown = None;
-        for t in 0..=60 {
-            let ps = decide(&mut f, &caps, &cur, &held(t, 1.0, 0.0, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
-        assert_eq!(t, 20, "{}", p.reason);
-        assert!(p.reason.contains("users are held"), "{}", p.reason);
-        // Sized as the 30 s lull wait would have sized it: 21 s held so far (from the
-        // tick that reached the maximum), counted as 51 s. Users asked 16 MB/s before the wall and write 2 MB/s at it.
-        // (The wait's rule alone: that log spans 5 s of the demand.)
-        let mut f = Flush::new(FlushConfig {
-            redo_min_span: Duration::ZERO,
-            ..resize_config()
-        });
-        let mut cur = with(Knob::IoCapacityMax, 4000);
-        cur.insert(Knob::LogFileSize, 100 << 20);
-        let at = |t: u64, fill: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..held(t, fill, 0.0, 2_000.0)
-        };
-        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
-            decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
-        }
-        let p = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .filter(|p| p.value != 100 << 20)
-                .cloned()
-            })
-            .expect("a redo resize");
-        let need =
-            redo_capacity_for(80.0 * MIB, 100.0 * MIB, 16e6, 51.0, 2e6 * 51.0, 0.75).unwrap();
-        assert_eq!(p.value, (need as u64 >> 20) << 20, "{}", p.reason);
-        assert!(
-            p.reason
-                .contains("over 21 s at the maximum, counted as 51 s"),
-            "{}",
-            p.reason
-        );
-        // With the span rule (that log spans 5 s of the 16 MB/s): sent at the first tick
-        // at the maximum, and counted as the wait would have counted it (the 20 s to
-        // arm and the 30 s lull wait), so the same size, 20 s sooner.
-        let mut f = Flush::new(resize_config());
-        for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
-            decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
-        }
-        let (t, q) = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .filter(|p| p.value != 100 << 20)
-                .map(|p| (t, p.clone()))
-            })
-            .expect("a redo resize");
-        assert_eq!((t, q.value), (4, p.value), "{}", q.reason);
-        assert!(
-            q.reason
-                .contains("over 1 s at the maximum, counted as 51 s"),
-            "{}",
-            q.reason
-        );
-    }
-
-    /// One grow per episode: while the grow sent with users held waits for the
-    /// checkpoint that ends the stall, the fill stays at the maximum, and no second
-    /// grow is asked on it; once the fill has fallen under the target, the next episode
-    /// may grow again. A grow that did not happen (the size in effect is still the old
-    /// one) does not count.
-    #[test]
-    fn one_redo_grow_per_episode() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let mut cur = with(Knob::IoCapacityMax, 4000);
-        let grows = |f: &mut Flush, cur: &KnobValues, ts: std::ops::RangeInclusive<u64>, fill| {
-            ts.filter_map(|t| {
-                find(
-                    &decide(f, &caps, cur, &held(t, fill, 0.0, 2_000.0)),
-                    Knob::LogFileSize,
-                )
-                .filter(|p| Some(&p.value) != cur.get(&Knob::LogFileSize))
-                .map(|p| {
-                    assert!(p.value > cur[&Knob::LogFileSize], "{}", p.reason);
-                    (t, p.value)
-                })
-            })
-            .collect::<Vec<_>>()
-        };
-        let at = |g: Vec<(u64, u64)>| g.iter().map(|x| x.0).collect::<Vec<_>>();
-        let first = grows(&mut f, &cur, 0..=20, 1.0);
-        assert_eq!(at(first.clone()), vec![20]);
-        // Under way: the controller shows the size asked for. The stall goes on for
-        // two more minutes and nothing more is asked.
-        cur.insert(Knob::LogFileSize, first[0].1);
-        assert_eq!(grows(&mut f, &cur, 21..=140, 1.0), vec![]);
-        // The stall ends; a new episode 20 s at the maximum grows again.
-        assert_eq!(grows(&mut f, &cur, 141..=150, 0.3), vec![]);
-        assert_eq!(at(grows(&mut f, &cur, 151..=171, 1.0)), vec![171]);
-        // A grow that did not take (the old size still in effect) is asked again on
-        // the same episode, once re-armed.
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::IoCapacityMax, 4000);
-        assert_eq!(at(grows(&mut f, &cur, 0..=20, 1.0)), vec![20]);
-        assert_eq!(at(grows(&mut f, &cur, 21..=41, 1.0)), vec![41]);
-    }
-
-    /// A redo too small for the steady load: the fill saws between the async point and
-    /// the maximum (MariaDB's flush-ahead pulls it back every few seconds), users are
-    /// throttled but never collapse, the device is not the limit and io_capacity_max
-    /// stays at its baseline (past the async point it is the batch size, never raised).
-    /// The seconds at the maximum add up over the episode and arm the grow (the
-    /// forty-first real-server run's i grew nothing in 150 s when only an unbroken
-    /// 20 s stay counted).
-    #[test]
-    fn a_fill_sawing_at_the_maximum_grows_the_redo() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let cur = baseline();
-        // 3 s at 97-100 %, 2 s back at 89 %: 60 % of the time at the maximum.
-        let fill = |t: u64| if t % 5 < 3 { 0.98 } else { 0.89 };
-        let mut grown = None;
-        for t in 0..=90 {
-            let trend = if t % 5 == 3 { -0.09 } else { 0.03 };
-            let ps = decide(&mut f, &caps, &cur, &signals(t, fill(t), trend, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo grow");
-        // 20 s at the maximum take about 34 s of the sawtooth; the first lull after
-        // that sends it.
-        assert!((30..=45).contains(&t), "t={t}: {}", p.reason);
-        assert!(p.value >= 128 << 20, "{}", p.reason);
-        assert!(
-            p.reason.contains("of this pressure episode"),
-            "{}",
-            p.reason
-        );
-
-        // The same sawtooth under the async point (the fill's peaks at 86 %) never
-        // reaches the maximum: nothing to grow for.
-        let mut f = Flush::new(resize_config());
-        for t in 0..=120 {
-            let fill = if t % 5 < 3 { 0.86 } else { 0.80 };
-            let ps = decide(&mut f, &caps, &cur, &signals(t, fill, 0.0, 2_000.0));
-            assert!(find(&ps, Knob::LogFileSize).is_none(), "t={t}");
-        }
-    }
-
-    /// [`baseline`] with the redo at 100 MiB, as [`signals`]' geometry says (sync point
-    /// 80 MiB).
-    fn at_100_mib() -> KnobValues {
-        let mut cur = baseline();
-        cur.insert(Knob::LogFileSize, 100 << 20);
-        cur
-    }
-
-    /// The redo grow among `ps`: a size other than 100 MiB (above its baseline the size
-    /// in effect is held every tick).
-    fn grow_from_100_mib(ps: &[Proposal]) -> Option<Proposal> {
-        find(ps, Knob::LogFileSize)
-            .filter(|p| p.value != 100 << 20)
-            .cloned()
-    }
-
-    /// A log that spans a second or two of the users' write rate is too small whatever
-    /// the wait: at the first tick at the maximum with flushing at the most (past the
-    /// async point) the grow is armed and sent at once, before users are held (the
-    /// forty-second real-server run's i: 32 MiB against about 25 MB/s; the forty-fifth's
-    /// g: sent once users were held, adopted 10 s after the stall), sized as the wait
-    /// would have sized it. A log spanning more waits for its 20 s as before.
-    #[test]
-    fn a_log_spanning_seconds_grows_at_the_first_touch() {
-        let caps = testkit::mariadb();
-        let cur = at_100_mib();
-        let grow = grow_from_100_mib;
-        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, trend, 2_000.0)
-        };
-        // 25 MB/s against a sync point of 80 MiB: 3.4 s. The fill climbs to 97 %, then
-        // saws.
-        let mut f = Flush::new(resize_config());
-        let mut grown = None;
-        for t in 0..=30 {
-            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][t.min(5) as usize];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
-            if let Some(p) = grow(&ps) {
-                grown = Some((t, p));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo grow");
-        assert_eq!(t, 3, "the first tick at the maximum: {}", p.reason);
-        // One second at the maximum measured (25 MB written), and the 50 s the wait
-        // would have added (20 s to arm, 30 s for a lull) at the held rate, nothing:
-        // a deficit of 25 MB/s × 51 s − 25 MB; (80 MiB + deficit) / 0.75 of sync point,
-        // × 100 / 80 of capacity; within the recovery bound, in whole MiB.
-        let need = (f64::from(80u32 << 20) + 25e6 * 51.0 - 25e6) / 0.75 * 1.25;
-        let bound = f.recovery_bound(&at(3, 0.97, 0.05, 25e6)).expect("a bound");
-        assert!(need > 596.0 * 1_048_576.0, "more than 20 s of the demand");
-        assert_eq!(
-            p.value,
-            ((need as u64).min(bound) >> 20) << 20,
-            "{}",
-            p.reason
-        );
-        assert!(
-            p.reason
-                .contains("holding only 3.4 s of the users' 25.0 MB/s"),
-            "{}",
-            p.reason
-        );
-        assert!(p.reason.contains("counted as 51 s"), "{}", p.reason);
-        assert!(
-            p.reason.contains("sent before users are held"),
-            "{}",
-            p.reason
-        );
-
-        // 2 MB/s against the same log: 42 s. The same climb and sawtooth waits for
-        // 20 s at the maximum.
-        let mut f = Flush::new(resize_config());
-        for t in 0..=12 {
-            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 2e6));
-            assert!(grow(&ps).is_none(), "t={t}");
-        }
-        // Off: the 3.4 s log waits too.
-        let mut f = Flush::new(FlushConfig {
-            redo_min_span: Duration::ZERO,
-            ..resize_config()
-        });
-        for t in 0..=12 {
-            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
-            assert!(grow(&ps).is_none(), "t={t}");
-        }
-    }
-
-    /// A recovery bound that allows less than a doubling, on a device seen at 200 pages/s
-    /// (the page cleaner's pace in its first second, not yet the device's), holds the
-    /// span-armed grow until the device shows more: then it goes, sized by the episode.
-    /// A device that never shows more gets what its bound allows once `redo_lull_wait`
-    /// has passed.
-    #[test]
-    fn a_grow_waits_for_the_device_to_show_its_rate() {
-        let caps = testkit::mariadb();
-        let cur = at_100_mib();
-        let grow = grow_from_100_mib;
-        // The same climb as `a_log_spanning_seconds_grows_at_the_first_touch`: the
-        // first tick at the maximum is 3 s.
-        let at = |t: u64, flushed: f64| Signals {
-            lsn_rate: Some(25e6),
-            ..signals(t, [0.5, 0.8, 0.9, 0.97][(t as usize).min(3)], 0.05, flushed)
-        };
-        let mut f = Flush::new(resize_config());
-        let slow = |t: u64| if t < 6 { 200.0 } else { 2_000.0 };
-        let (t, p) = (0..=40)
-            .find_map(|t| grow(&decide(&mut f, &caps, &cur, &at(t, slow(t)))).map(|p| (t, p)))
-            .expect("a grow once the device shows its rate");
-        assert_eq!(t, 6, "{}", p.reason);
-        assert!(p.value > 200 << 20, "{}", p.reason);
-        // 200 pages/s throughout: that bound allows less than a doubling (about
-        // 143 MiB), and nothing goes before the wait's end (armed at 3 s, 30 s); then
-        // what the bound allows.
-        let mut f = Flush::new(resize_config());
-        for t in 0..=32 {
-            assert!(
-                grow(&decide(&mut f, &caps, &cur, &at(t, 200.0))).is_none(),
-                "t={t}"
-            );
-        }
-        let bound = f.recovery_bound(&at(33, 200.0)).expect("a bound");
-        assert!(bound > 100 << 20 && bound < 200 << 20, "{bound}");
-        let p = grow(&decide(&mut f, &caps, &cur, &at(33, 200.0))).expect("the bound's grow");
-        assert_eq!(p.value, (bound >> 20) << 20, "{}", p.reason);
-    }
-
-    /// Pinned at the maximum the trend is noise around 0: no lull in it.
-    #[test]
-    fn no_lull_at_a_pinned_fill() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::IoCapacityMax, 4000);
-        for t in 0..=24 {
-            decide(&mut f, &caps, &cur, &signals(t, 1.0, 0.0, 2_000.0));
-        }
-        let ps = decide(&mut f, &caps, &cur, &signals(25, 1.0, -0.000_01, 2_000.0));
-        assert!(find(&ps, Knob::LogFileSize).is_none());
-    }
-
-    /// Armed, the grow prefers the first lull (fill falling): a resize at 100 % fill
-    /// takes effect only once the checkpoint passes the LSN of the SET.
-    #[test]
-    fn redo_grow_prefers_a_lull() {
-        let caps = testkit::mariadb();
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::IoCapacityMax, 4000);
-        for t in 0..=24 {
-            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.99, 0.0, 2_000.0));
-            assert!(find(&ps, Knob::LogFileSize).is_none(), "t={t}");
-        }
-        let ps = decide(&mut f, &caps, &cur, &signals(25, 0.96, -0.01, 2_000.0));
-        let p = find(&ps, Knob::LogFileSize).expect("a resize in the lull");
-        assert!(p.reason.contains("a lull"), "{}", p.reason);
-        // Not armed before `redo_grow_after`: a dip after 10 s at the maximum does not grow.
-        let mut f = Flush::new(resize_config());
-        for t in 0..=10 {
-            decide(&mut f, &caps, &cur, &signals(t, 0.99, 0.0, 2_000.0));
-        }
-        let ps = decide(&mut f, &caps, &cur, &signals(11, 0.96, -0.01, 2_000.0));
-        assert!(find(&ps, Knob::LogFileSize).is_none());
-    }
-
-    #[test]
-    fn redo_within_budgets_shrinks_when_quiet_and_is_opt_in() {
-        let caps = testkit::mariadb();
-        // The recovery budget bounds it: 10 s allows ~34 MB of age at ~4 000 pages
-        // per 16 MiB, under the 64 MiB in effect.
-        let mut f = Flush::new(FlushConfig {
-            recovery_time_budget: Duration::from_secs(10),
-            ..resize_config()
-        });
-        let big = with(Knob::IoCapacityMax, 4000);
-        for t in 0..=130 {
-            let ps = decide(&mut f, &caps, &big, &signals(t, 0.97, 0.0, 2_000.0));
-            assert!(
-                find(&ps, Knob::LogFileSize).is_none(),
-                "grew beyond the recovery budget"
-            );
-        }
-        // Quiet for 30 min: back to the baseline.
-        let mut f = Flush::new(resize_config());
-        let cur = with(Knob::LogFileSize, 128 << 20);
-        let mut back = None;
-        for t in 0..=1800 {
-            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.1, 0.0, 100.0));
-            let p = find(&ps, Knob::LogFileSize).unwrap();
-            if p.intent == Intent::Release {
-                back = Some((t, p.value));
-                break;
-            }
-        }
-        assert_eq!(back, Some((1800, 64 << 20)));
-        // Nothing without redo_resize, nor where the knob is read-only.
-        let mut f = Flush::new(FlushConfig {
-            redo_resize: false,
-            ..FlushConfig::default()
-        });
-        let ps = decide(&mut f, &caps, &cur, &signals(1, 0.1, 0.0, 100.0));
-        assert!(find(&ps, Knob::LogFileSize).is_none());
-        let mut f = Flush::new(resize_config());
-        let old = testkit::caps("10.6.16-MariaDB", |n| Some(n == "innodb_log_file_size"));
-        let ps = decide(&mut f, &old, &cur, &signals(1, 0.1, 0.0, 100.0));
-        assert!(find(&ps, Knob::LogFileSize).is_none());
-    }
-
     /// A tiny redo log: age' = writes − pages flushed × bytes per page. The page cleaner
     /// asks [`page_cleaner_pages`] (the server's formula) and the device delivers at
     /// most its rate; at the sync point users stall (writes fall to a tenth) while the
@@ -3131,22 +2154,6 @@ mod tests {
             plant.stalled_s > 0,
             "precondition: the device cannot keep up"
         );
-    }
-
-    proptest! {
-        /// The grow's size grows with the deficit and never falls below what holds the
-        /// sync point itself at the target.
-        #[test]
-        fn redo_capacity_for_is_monotone(
-            demand in 0.0f64..1e9, held in 0.0f64..600.0, written in 0.0f64..1e11,
-            more in 0.0f64..1e8,
-        ) {
-            let a = redo_capacity_for(80.0 * MIB, 100.0 * MIB, demand, held, written, 0.75).unwrap();
-            let b = redo_capacity_for(80.0 * MIB, 100.0 * MIB, demand + more, held, written, 0.75)
-                .unwrap();
-            prop_assert!(b >= a);
-            prop_assert!(a >= 100.0 * MIB / 0.75 - 1.0);
-        }
     }
 
     proptest! {
