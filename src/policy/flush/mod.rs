@@ -40,8 +40,9 @@
 //! [`page_cleaner_pages`] is that model; the simulator and the tests' plant use it.
 //!
 //! - **io_capacity_max is the lever.** When f reaches `target_fill_pct`, or p has
-//!   reached it for `projection_persist` (a warm-up ramp is not a peak) or τ reaches
-//!   the maximum within that time (a burst is not a ramp), the policy
+//!   reached it for `projection_persist` (a warm-up ramp is not a peak), or the fill
+//!   reaches the maximum within that time at the faster of its last second's rise and
+//!   τ (a burst is not a ramp), the policy
 //!   holds innodb_io_capacity_max at the *inverted need*: the value at which the
 //!   page cleaner's request at the current fill equals the page rate N that keeps the
 //!   fill from rising, N = (lsn_rate + (p − target) · sync / lookahead) / ρ, ρ the redo
@@ -102,6 +103,7 @@
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`Signals::users_held`]: crate::signals::Signals::users_held
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -302,9 +304,9 @@ struct State {
     /// The size in effect when a grow was sent in the pressure episode still running:
     /// one grow per episode (see [`Flush::redo_size`]).
     grown_from: Option<u64>,
-    /// The last tick's redo write rate (bytes/s): an episode's demand starts from the
-    /// rate before the fill reached the target.
-    lsn_prev: Option<f64>,
+    /// The redo write rates (t_ms, bytes/s) of the last `redo_min_span`: an episode's
+    /// demand starts from the highest of them, the burst's own first seconds included.
+    lsn_recent: VecDeque<(u64, f64)>,
     /// Since when the projection alone has been at or above the target (ms).
     proj_since: Option<u64>,
     /// The fill at the previous tick (t_ms, fill): its last second's rise.
@@ -458,7 +460,14 @@ impl Flush {
     /// Whether flushing must meet the need now: the fill at the target, or the
     /// projection there for `projection_persist` while no user waits for a free page,
     /// or at once when the trend reaches the maximum checkpoint age sooner than that.
-    fn pressure(&mut self, s: &Signals, fill: f64, trend: f64, proj: f64) -> Pressure {
+    fn pressure(
+        &mut self,
+        s: &Signals,
+        fill: f64,
+        trend: f64,
+        proj: f64,
+        grow_pending: bool,
+    ) -> Pressure {
         let target = self.cfg.target_fill_pct / 100.0;
         // The last second's rise: the windowed trend lags a burst by seconds (a
         // least-squares slope over 10 s of which one is the burst's).
@@ -486,13 +495,21 @@ impl Flush {
         // async point, 5–6 s into the burst. Those seconds of flushing are seconds off
         // the stall. Judged on the faster of the last second's rise and the trend: the
         // trend reached it only a second before the target there.
-        // Not while users wait for free pages (below): that rule holds here too.
+        // Not while users wait for free pages (below): that rule holds here too. Nor
+        // while a redo grow waits for its checkpoint: the page cleaner is already
+        // flushing toward its LSN at one second of the device, and a raise there
+        // would take the batch regime's smaller batch (the forty-eighth run's g: the
+        // users back after the stall rose 3.6 %/s and took it from 513 to 200).
         let speed = rise.max(trend);
         let to_max_s = (1.0 - fill) / speed;
         let waits = s
             .free_page_wait_rate
             .is_some_and(|w| w.is_finite() && w >= FREE_PAGE_WAITS_PER_S);
-        if speed > 0.0 && to_max_s <= self.cfg.projection_persist.as_secs_f64() && !waits {
+        if speed > 0.0
+            && to_max_s <= self.cfg.projection_persist.as_secs_f64()
+            && !waits
+            && !grow_pending
+        {
             self.state.proj_since = None;
             return Pressure {
                 raise: true,
@@ -1015,7 +1032,7 @@ impl Policy for Flush {
             _ => None,
         };
         self.state.limited = self.learn(s, asked, trend);
-        let pressure = self.pressure(s, fill, trend, proj);
+        let pressure = self.pressure(s, fill, trend, proj, grow_pending(input));
         if pressure.raise {
             self.state.pressure_at_ms = Some(s.t_ms);
             self.state.woken = true;
@@ -1712,6 +1729,11 @@ mod tests {
         assert_eq!((m.value, m.intent), (500, Intent::Act), "{}", m.reason);
         assert!(m.reason.contains("redo grow waits"), "{}", m.reason);
         assert!(!m.reason.contains("  "), "one line of prose: {}", m.reason);
+        // Users back after the stall, the fill rising 10 %/s: no burst while the grow
+        // waits (the burst's raise would take the batch regime's 200).
+        let ps = decide(&mut f, &caps, &cur, &signals(2, 0.5, 0.01, 500.0));
+        let m = find(&ps, Knob::IoCapacityMax).unwrap();
+        assert!(m.reason.contains("redo grow waits"), "{}", m.reason);
         // Adopted: the sample shows the size asked for, and the lull releases.
         let mut adopted = signals(2, 0.05, 0.0, 500.0);
         adopted.sample.redo.capacity = Some(1 << 30);
