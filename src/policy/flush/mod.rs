@@ -504,10 +504,10 @@ impl Flush {
         let to_max_s = (1.0 - fill) / speed;
         let waits = s
             .free_page_wait_rate
-            .is_some_and(|w| w.is_finite() && w >= FREE_PAGE_WAITS_PER_S);
+            .filter(|w| w.is_finite() && *w >= FREE_PAGE_WAITS_PER_S);
         if speed > 0.0
             && to_max_s <= self.cfg.projection_persist.as_secs_f64()
-            && !waits
+            && waits.is_none()
             && !grow_pending
         {
             self.state.proj_since = None;
@@ -523,10 +523,7 @@ impl Flush {
         }
         let since = *self.state.proj_since.get_or_insert(s.t_ms);
         let held_ms = s.t_ms.saturating_sub(since);
-        if let Some(w) = s
-            .free_page_wait_rate
-            .filter(|w| w.is_finite() && *w >= FREE_PAGE_WAITS_PER_S)
-        {
+        if let Some(w) = waits {
             return Pressure {
                 raise: false,
                 burst: None,
@@ -1735,7 +1732,7 @@ mod tests {
         let m = find(&ps, Knob::IoCapacityMax).unwrap();
         assert!(m.reason.contains("redo grow waits"), "{}", m.reason);
         // Adopted: the sample shows the size asked for, and the lull releases.
-        let mut adopted = signals(2, 0.05, 0.0, 500.0);
+        let mut adopted = signals(3, 0.05, 0.0, 500.0);
         adopted.sample.redo.capacity = Some(1 << 30);
         let ps = decide(&mut f, &caps, &cur, &adopted);
         let m = find(&ps, Knob::IoCapacityMax).unwrap();

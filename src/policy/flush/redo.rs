@@ -591,7 +591,7 @@ mod tests {
     use super::super::FlushConfig;
     use super::*;
     use crate::policy::testkit::{self, find};
-    use crate::server::{Knob, KnobValues};
+    use crate::server::{Capabilities, Knob, KnobValues};
     use proptest::prelude::*;
 
     #[test]
@@ -642,6 +642,22 @@ mod tests {
         }
     }
 
+    /// Runs `ticks` through `f` until the first that asks a redo size other than the
+    /// one `cur` holds in effect (above its baseline the size in effect is held every
+    /// tick): that tick's second and the proposal. Ticks after it are not decided.
+    fn first_grow(
+        f: &mut Flush,
+        caps: &Capabilities,
+        cur: &KnobValues,
+        ticks: impl IntoIterator<Item = Signals>,
+    ) -> Option<(u64, Proposal)> {
+        ticks.into_iter().find_map(|s| {
+            find(&decide(f, caps, cur, &s), Knob::LogFileSize)
+                .filter(|p| Some(&p.value) != cur.get(&Knob::LogFileSize))
+                .map(|p| (s.t_ms / 1000, p.clone()))
+        })
+    }
+
     /// At the maximum checkpoint age (≥ 95 %) for 20 s with the device the limit, the
     /// grow is armed; with no lull it goes ahead 30 s later.
     #[test]
@@ -649,15 +665,8 @@ mod tests {
         let caps = testkit::mariadb();
         let mut f = Flush::new(resize_config());
         let cur = with(Knob::IoCapacityMax, 4000);
-        let mut grown = None;
-        for t in 0..=120 {
-            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.97, 0.0, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
+        let ticks = (0..=120).map(|t| signals(t, 0.97, 0.0, 2_000.0));
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
         assert_eq!(t, 50, "{}", p.reason);
         assert_eq!(
             (p.value, p.intent),
@@ -692,16 +701,8 @@ mod tests {
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
             decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
         }
-        let mut grown = None;
-        for t in 4..=60 {
-            let ps = decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6));
-            // (Above its baseline the size in effect is held every tick.)
-            if let Some(p) = find(&ps, Knob::LogFileSize).filter(|p| p.value != 100 << 20) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
+        let ticks = (4..=60).map(|t| at(t, 0.99, 0.0, 2e6));
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
         // Armed at 24 s (20 s at the maximum), no lull: 30 s later.
         assert_eq!(t, 54, "{}", p.reason);
         // 51 s held: (80 MiB + (16 − 2) MB/s × 51 s) / 0.75 × 100 / 80.
@@ -723,17 +724,9 @@ mod tests {
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
             decide(&mut f, &caps, &cur, &at(t, fill, 0.2, 16e6));
         }
-        let v = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 0.99, 0.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .map(|p| p.value)
-                .filter(|v| *v != 100 << 20)
-            })
-            .expect("a redo resize");
-        assert_eq!(v, 512 << 20);
+        let ticks = (4..=60).map(|t| at(t, 0.99, 0.0, 2e6));
+        let (_, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
+        assert_eq!(p.value, 512 << 20);
     }
 
     /// With users held at the maximum the grow goes ahead as soon as it is armed: the
@@ -743,15 +736,8 @@ mod tests {
         let caps = testkit::mariadb();
         let mut f = Flush::new(resize_config());
         let cur = with(Knob::IoCapacityMax, 4000);
-        let mut grown = None;
-        for t in 0..=60 {
-            let ps = decide(&mut f, &caps, &cur, &held(t, 1.0, 0.0, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo resize");
+        let ticks = (0..=60).map(|t| held(t, 1.0, 0.0, 2_000.0));
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
         assert_eq!(t, 20, "{}", p.reason);
         assert!(p.reason.contains("users are held"), "{}", p.reason);
         // Sized as the 30 s lull wait would have sized it: 21 s held so far (from the
@@ -770,16 +756,8 @@ mod tests {
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
             decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
         }
-        let p = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .filter(|p| p.value != 100 << 20)
-                .cloned()
-            })
-            .expect("a redo resize");
+        let ticks = (4..=60).map(|t| at(t, 1.0, 2e6));
+        let (_, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
         let need =
             redo_capacity_for(80.0 * MIB, 100.0 * MIB, 16e6, 51.0, 2e6 * 51.0, 0.75).unwrap();
         assert_eq!(p.value, (need as u64 >> 20) << 20, "{}", p.reason);
@@ -796,16 +774,8 @@ mod tests {
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
             decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
         }
-        let (t, q) = (4..=60)
-            .find_map(|t| {
-                find(
-                    &decide(&mut f, &caps, &cur, &at(t, 1.0, 2e6)),
-                    Knob::LogFileSize,
-                )
-                .filter(|p| p.value != 100 << 20)
-                .map(|p| (t, p.clone()))
-            })
-            .expect("a redo resize");
+        let ticks = (4..=60).map(|t| at(t, 1.0, 2e6));
+        let (t, q) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo resize");
         assert_eq!((t, q.value), (4, p.value), "{}", q.reason);
         assert!(
             q.reason
@@ -871,16 +841,9 @@ mod tests {
         let cur = baseline();
         // 3 s at 97-100 %, 2 s back at 89 %: 60 % of the time at the maximum.
         let fill = |t: u64| if t % 5 < 3 { 0.98 } else { 0.89 };
-        let mut grown = None;
-        for t in 0..=90 {
-            let trend = if t % 5 == 3 { -0.09 } else { 0.03 };
-            let ps = decide(&mut f, &caps, &cur, &signals(t, fill(t), trend, 2_000.0));
-            if let Some(p) = find(&ps, Knob::LogFileSize) {
-                grown = Some((t, p.clone()));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo grow");
+        let trend = |t: u64| if t % 5 == 3 { -0.09 } else { 0.03 };
+        let ticks = (0..=90).map(|t| signals(t, fill(t), trend(t), 2_000.0));
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo grow");
         // 20 s at the maximum take about 34 s of the sawtooth; the first lull after
         // that sends it.
         assert!((30..=45).contains(&t), "t={t}: {}", p.reason);
@@ -909,14 +872,6 @@ mod tests {
         cur
     }
 
-    /// The redo grow among `ps`: a size other than 100 MiB (above its baseline the size
-    /// in effect is held every tick).
-    fn grow_from_100_mib(ps: &[Proposal]) -> Option<Proposal> {
-        find(ps, Knob::LogFileSize)
-            .filter(|p| p.value != 100 << 20)
-            .cloned()
-    }
-
     /// The span counts the burst's own first seconds, before the fill reached the
     /// target: flushing raised for the burst slows its writers by then (the
     /// forty-eighth real-server run's g: 7.3 MB/s in the first second, 2.6–4.2 MB/s at
@@ -932,15 +887,11 @@ mod tests {
         // 6 MB/s against a sync point of 80 MiB: 14 s; then 3 MB/s: 28 s.
         let run = |first: f64| {
             let mut f = Flush::new(resize_config());
-            for t in 0..=9 {
+            let ticks = (0..=9).map(|t| {
                 let fill = [0.2, 0.35, 0.5, 0.8, 0.9, 0.97, 0.98, 0.99, 0.99, 0.99][t as usize];
-                let lsn = if t == 1 { first } else { 3e6 };
-                let ps = decide(&mut f, &caps, &cur, &at(t, fill, lsn));
-                if let Some(p) = grow_from_100_mib(&ps) {
-                    return Some((t, p.reason));
-                }
-            }
-            None
+                at(t, fill, if t == 1 { first } else { 3e6 })
+            });
+            first_grow(&mut f, &caps, &cur, ticks).map(|(t, p)| (t, p.reason))
         };
         let (t, reason) = run(6e6).expect("a grow armed by the span");
         assert_eq!(t, 5, "the first tick at the maximum: {reason}");
@@ -958,25 +909,19 @@ mod tests {
     fn a_log_spanning_seconds_grows_at_the_first_touch() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let grow = grow_from_100_mib;
         let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
             lsn_rate: Some(lsn),
             ..signals(t, fill, trend, 2_000.0)
         };
         // 25 MB/s against a sync point of 80 MiB: 3.4 s. The fill climbs to 97 %, then
         // saws.
-        let mut f = Flush::new(resize_config());
-        let mut grown = None;
-        for t in 0..=30 {
+        let climb = |t: u64, lsn: f64| {
             let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][t.min(5) as usize];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
-            if let Some(p) = grow(&ps) {
-                grown = Some((t, p));
-                break;
-            }
-        }
-        let (t, p) = grown.expect("a redo grow");
+            at(t, fill, if t == 5 { -0.05 } else { 0.05 }, lsn)
+        };
+        let mut f = Flush::new(resize_config());
+        let ticks = (0..=30).map(|t| climb(t, 25e6));
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo grow");
         assert_eq!(t, 3, "the first tick at the maximum: {}", p.reason);
         // One second at the maximum measured (25 MB written), and the 50 s the wait
         // would have added (20 s to arm, 30 s for a lull) at the held rate, nothing:
@@ -1007,23 +952,15 @@ mod tests {
         // 2 MB/s against the same log: 42 s. The same climb and sawtooth waits for
         // 20 s at the maximum.
         let mut f = Flush::new(resize_config());
-        for t in 0..=12 {
-            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 2e6));
-            assert!(grow(&ps).is_none(), "t={t}");
-        }
+        let ticks = (0..=12).map(|t| climb(t, 2e6));
+        assert_eq!(first_grow(&mut f, &caps, &cur, ticks), None);
         // Off: the 3.4 s log waits too.
         let mut f = Flush::new(FlushConfig {
             redo_min_span: Duration::ZERO,
             ..resize_config()
         });
-        for t in 0..=12 {
-            let fill = [0.5, 0.8, 0.9, 0.97, 0.98, 0.93][(t as usize).min(5)];
-            let trend = if t == 5 { -0.05 } else { 0.05 };
-            let ps = decide(&mut f, &caps, &cur, &at(t, fill, trend, 25e6));
-            assert!(grow(&ps).is_none(), "t={t}");
-        }
+        let ticks = (0..=12).map(|t| climb(t, 25e6));
+        assert_eq!(first_grow(&mut f, &caps, &cur, ticks), None);
     }
 
     /// A recovery bound that allows less than a doubling, on a device seen at 200 pages/s
@@ -1035,7 +972,6 @@ mod tests {
     fn a_grow_waits_for_the_device_to_show_its_rate() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let grow = grow_from_100_mib;
         // The same climb as `a_log_spanning_seconds_grows_at_the_first_touch`: the
         // first tick at the maximum is 3 s.
         let at = |t: u64, flushed: f64| Signals {
@@ -1044,24 +980,20 @@ mod tests {
         };
         let mut f = Flush::new(resize_config());
         let slow = |t: u64| if t < 6 { 200.0 } else { 2_000.0 };
-        let (t, p) = (0..=40)
-            .find_map(|t| grow(&decide(&mut f, &caps, &cur, &at(t, slow(t)))).map(|p| (t, p)))
-            .expect("a grow once the device shows its rate");
+        let ticks = (0..=40).map(|t| at(t, slow(t)));
+        let (t, p) =
+            first_grow(&mut f, &caps, &cur, ticks).expect("a grow once the device shows its rate");
         assert_eq!(t, 6, "{}", p.reason);
         assert!(p.value > 200 << 20, "{}", p.reason);
         // 200 pages/s throughout: that bound allows less than a doubling (about
         // 143 MiB), and nothing goes before the wait's end (armed at 3 s, 30 s); then
         // what the bound allows.
         let mut f = Flush::new(resize_config());
-        for t in 0..=32 {
-            assert!(
-                grow(&decide(&mut f, &caps, &cur, &at(t, 200.0))).is_none(),
-                "t={t}"
-            );
-        }
+        let ticks = (0..=32).map(|t| at(t, 200.0));
+        assert_eq!(first_grow(&mut f, &caps, &cur, ticks), None);
         let bound = f.recovery_bound(&at(33, 200.0)).expect("a bound");
         assert!(bound > 100 << 20 && bound < 200 << 20, "{bound}");
-        let p = grow(&decide(&mut f, &caps, &cur, &at(33, 200.0))).expect("the bound's grow");
+        let (_, p) = first_grow(&mut f, &caps, &cur, [at(33, 200.0)]).expect("the bound's grow");
         assert_eq!(p.value, (bound >> 20) << 20, "{}", p.reason);
     }
 
