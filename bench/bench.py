@@ -55,15 +55,15 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "redo_static_innopilot", "innopilot_noflush", "dryrun"]
-STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static"]
+        "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
+STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "redo_static_innopilot",
-                  "innopilot_noflush", "dryrun"]
+                  "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "redo_static_innopilot"]
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "redo_static_innopilot", "neighbors0_innopilot"]
 # The arms held to the threshold arm's history (THRESHOLD_LAG), whose targets are also
 # checked at that budget.
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t"]
@@ -75,6 +75,9 @@ ARM_DOC = {
     "purge8": "static innodb_purge_threads=8 (what the purge-rate policy asks for at the most, up to its max_purge_threads)",
     "threshold": f"innodb_max_purge_lag={THRESHOLD_LAG}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us",
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
+    "neighbors0": "static innodb_flush_neighbors = 0: MariaDB's page cleaner writes only the pages it picks "
+                  "(oldest first) instead of their dirty neighbours too, which it does on a device the kernel "
+                  "reports as rotational, as this machine's virtio disk (MySQL 8's default is 0)",
     "watermark": "innopilot run, only [policy.watermark] enabled, as MariaDB 10.6.5 published it (20/80, no hysteresis, no DML delay)",
     "innopilot": "innopilot run, all default policies",
     "innopilot_100k": f"innopilot run, all default policies with the purge budget at the threshold arm's lag "
@@ -97,6 +100,8 @@ ARM_DOC = {
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
                              "with innopilot run beside it, all default policies: what innopilot adds to the "
                              "DBA's fix",
+    "neighbors0_innopilot": "neighbors0's server (innodb_flush_neighbors = 0) with innopilot run beside it, "
+                            "all default policies",
     "dryrun": "innopilot run --dry-run, all default policies",
 }
 
@@ -789,6 +794,8 @@ def arm_server_args(arm, sc):
         return [f"--innodb-max-purge-lag={THRESHOLD_LAG}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
     if arm in ("redo_static", "redo_static_innopilot"):
         return [f"--innodb-log-file-size={REDO_STATIC_FACTOR * size_bytes(sc['redo'])}"]
+    if arm in ("neighbors0", "neighbors0_innopilot"):
+        return ["--innodb-flush-neighbors=0"]
     return []
 
 
@@ -1434,7 +1441,8 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6",
-              "innopilot_noflush": "#ff7f0e", "dryrun": "#bcbd22"}
+              "innopilot_noflush": "#ff7f0e", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "dryrun": "#bcbd22"}
 
 
 def svg_plot(path, title, series_sets, view):
