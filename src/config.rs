@@ -253,6 +253,7 @@ pub fn default_limits(knob: Knob) -> KnobLimits {
         Knob::UndoLogTruncate => l(true, 0, 1, 1, 60),
         Knob::MaxUndoLogSize => l(true, 10 << 20, 16 << 30, 16 << 30, 60),
         Knob::MaxDirtyPagesPctLwm => l(true, 0, 10, 10, 5),
+        Knob::FlushNeighbors => l(true, 0, 2, 2, 5),
     }
 }
 

@@ -359,6 +359,7 @@ pub fn knob_unit(k: Knob) -> (&'static str, f64) {
         Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => ("bytes", 1.0),
         Knob::UndoLogTruncate => ("enabled", 1.0),
         Knob::MaxDirtyPagesPctLwm => ("percent", 1.0),
+        Knob::FlushNeighbors => ("mode", 1.0),
     }
 }
 

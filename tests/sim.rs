@@ -117,7 +117,8 @@ fn flush_bound_stalls_with_defaults() {
 }
 
 /// h_repeated_bursts' finding on its twin: the first burst stalls whoever controls
-/// it (the grow it reveals is adopted only once the checkpoint passes the SET's LSN),
+/// it (the grow it reveals is adopted only once the checkpoint passes the SET's LSN;
+/// with neighbour flushing off, less),
 /// and the redo innopilot grew then keeps the second from stalling, as a static redo
 /// large enough from the start keeps both (the thirty-fourth real-server run: 0 s at
 /// 0 TPS in the second burst against the defaults' 30).
@@ -140,10 +141,15 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
         d1 > 5.0 && d2 > 5.0,
         "the defaults stall in both: {d1} s, {d2} s"
     );
+    // The first burst still stalls (no grow sent in it is adopted before the hot set
+    // is written once), but less: innopilot writes only the oldest pages while it
+    // manages flushing (innodb_flush_neighbors = 0), so the checkpoint creeps instead
+    // of standing still (the fifty-second real-server run's g: 2 s at 0 TPS against
+    // 36 with neighbours off).
     let i1 = stalled(&innopilot, first.0, first.1);
     assert!(
-        i1 > 0.5 * d1,
-        "the first burst stalls anyway: {i1} s against {d1} s"
+        i1 > 5.0 && i1 < 0.75 * d1,
+        "the first burst stalls, less than the defaults' with neighbours: {i1} s against {d1} s"
     );
     let i2 = stalled(&innopilot, second.0, second.1);
     assert!(

@@ -238,6 +238,8 @@ pub struct Settings {
     pub purge_threads_dynamic: bool,
     /// innodb_max_dirty_pages_pct_lwm, when a whole number.
     pub max_dirty_pages_pct_lwm: Option<u64>,
+    /// innodb_flush_neighbors.
+    pub flush_neighbors: Option<u64>,
 }
 
 /// A lag below this many undo logs is reached within seconds of any blocked purge
@@ -253,7 +255,7 @@ pub const WALL_US: u64 = 1_000_000;
 
 /// Findings about static settings: the purge lag, the delay cap, io_capacity_max
 /// against the device, a sleeping page cleaner (MariaDB's lwm 0) at the async point,
-/// one purge thread under sustained debt.
+/// neighbour flushing at the async point, one purge thread under sustained debt.
 pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     let history = s.history_len.unwrap_or(0);
@@ -376,6 +378,26 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
             ))
             .todo("Set innodb_max_dirty_pages_pct_lwm to 1 so the page cleaner flushes from innodb_adaptive_flushing_lwm on, in proportion to the age, instead of in batches at the async point. It costs page writes that a later change to the same page would have saved; innopilot's flush policy does this only while it manages flushing.")
             .sql("SET GLOBAL innodb_max_dirty_pages_pct_lwm = 1;"),
+        );
+    }
+    if let (Some(n @ 1..), Some(true), Some(fill)) = (
+        set.flush_neighbors,
+        s.sample.redo.past_async(),
+        s.redo_fill.filter(|f| f.is_finite()),
+    ) {
+        out.push(
+            Finding::new(
+                "flushing",
+                "flush_neighbors_at_the_async_point",
+                Severity::Info,
+                format!("innodb_flush_neighbors = {n} while the checkpoint age is past the async point"),
+            )
+            .why(format!(
+                "Redo fill is {:.0} % of the maximum checkpoint age, and only the pages at the old end of the flush list move the checkpoint. With innodb_flush_neighbors on, each of them is written with the dirty pages of its 64-page area (buf_flush_try_neighbors(), buf0flu.cc) on a device the server takes for rotational; under scattered updates a batch is then almost all neighbours and the checkpoint stands still (measured on MariaDB 10.11.19, tests/flush_neighbors.rs: 32 % of the dirty pages written retired 0.4 % of the age with neighbours, 21 % without). MariaDB skips neighbours on devices the kernel reports as non-rotational, but many virtual disks report rotational.",
+                fill * 100.0
+            ))
+            .todo("On an SSD or a virtual disk, set innodb_flush_neighbors to 0 (and in the option file). On a real spinning disk neighbours make writes sequential and may be worth keeping. innopilot's flush policy sets 0 only while it manages flushing (policy.flush.neighbors_off).")
+            .sql("SET GLOBAL innodb_flush_neighbors = 0;"),
         );
     }
     let growing = s
@@ -571,6 +593,46 @@ mod tests {
         assert!(static_findings(&mysql, &s, &o, false).is_empty());
     }
 
+    #[test]
+    fn neighbour_flushing_at_the_async_point_has_a_finding() {
+        let mut s = loaded();
+        s.history_rate = None;
+        let sync = 100_000_000u64;
+        s.sample.redo.sync_point = Some(sync);
+        s.sample.redo.checkpoint_age = Some(90_000_000);
+        s.redo_fill = Some(0.9);
+        let o = obs(12.0, 1e6, None);
+        for (n, want) in [
+            (Some(1), true),
+            (Some(2), true),
+            (Some(0), false),
+            (None, false),
+        ] {
+            let set = Settings {
+                flush_neighbors: n,
+                ..defaults()
+            };
+            let fs = static_findings(&set, &s, &o, false);
+            assert_eq!(
+                ids(&fs) == ["flush_neighbors_at_the_async_point"],
+                want,
+                "{n:?}: {:?}",
+                ids(&fs)
+            );
+            if want {
+                assert_eq!(fs[0].sql, ["SET GLOBAL innodb_flush_neighbors = 0;"]);
+            }
+        }
+        // Below the async point: nothing.
+        s.sample.redo.checkpoint_age = Some(50_000_000);
+        s.redo_fill = Some(0.5);
+        let set = Settings {
+            flush_neighbors: Some(1),
+            ..defaults()
+        };
+        assert!(static_findings(&set, &s, &o, false).is_empty());
+    }
+
     fn bad() -> Settings {
         Settings {
             flavor: Some(Flavor::MariaDb),
@@ -582,6 +644,7 @@ mod tests {
             purge_batch_size: Some(127),
             purge_threads_dynamic: true,
             max_dirty_pages_pct_lwm: None,
+            flush_neighbors: None,
         }
     }
 

@@ -40,6 +40,7 @@ pub const VARIABLES: &[&str] = &[
     "innodb_adaptive_flushing_lwm",
     "innodb_max_dirty_pages_pct",
     "innodb_max_dirty_pages_pct_lwm",
+    "innodb_flush_neighbors",
     "innodb_flush_log_at_trx_commit",
     "innodb_purge_threads",
     "innodb_purge_batch_size",
@@ -436,6 +437,7 @@ fn static_settings(f: &Facts) -> Vec<Finding> {
         purge_batch_size: f.var_u64("innodb_purge_batch_size"),
         purge_threads_dynamic: f.caps.settable(Knob::PurgeThreads),
         max_dirty_pages_pct_lwm: f.var_u64("innodb_max_dirty_pages_pct_lwm"),
+        flush_neighbors: f.var_u64("innodb_flush_neighbors"),
     };
     let blocked = f
         .signals

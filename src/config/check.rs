@@ -304,6 +304,7 @@ pub fn hard_range(knob: Knob) -> (u64, u64) {
         Knob::UndoLogTruncate => (0, 1),
         Knob::MaxUndoLogSize => (10 << 20, 256 << 40),
         Knob::MaxDirtyPagesPctLwm => (0, 99),
+        Knob::FlushNeighbors => (0, 2),
     }
 }
 

@@ -323,6 +323,7 @@ fn default_server_range(knob: Knob) -> (Option<u64>, Option<u64>) {
         Knob::UndoLogTruncate => (Some(0), Some(1)),
         Knob::MaxUndoLogSize => (Some(10 << 20), None),
         Knob::MaxDirtyPagesPctLwm => (Some(0), Some(99)),
+        Knob::FlushNeighbors => (Some(0), Some(2)),
     }
 }
 
@@ -471,6 +472,7 @@ mod tests {
             "innodb_undo_log_truncate",
             "innodb_max_undo_log_size",
             "innodb_max_dirty_pages_pct_lwm",
+            "innodb_flush_neighbors",
         ]
         .iter()
         .map(|n| meta(n, None))

@@ -55,10 +55,13 @@ pub enum Knob {
     /// (see [`sample::parse_u64`]).
     #[serde(rename = "innodb_max_dirty_pages_pct_lwm")]
     MaxDirtyPagesPctLwm,
+    /// 0 = off, 1 = dirty neighbours in the page's extent, 2 = only a contiguous run.
+    #[serde(rename = "innodb_flush_neighbors")]
+    FlushNeighbors,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 11] = [
+    pub const ALL: [Knob; 12] = [
         Knob::PurgeThreads,
         Knob::PurgeBatchSize,
         Knob::MaxPurgeLag,
@@ -70,6 +73,7 @@ impl Knob {
         Knob::UndoLogTruncate,
         Knob::MaxUndoLogSize,
         Knob::MaxDirtyPagesPctLwm,
+        Knob::FlushNeighbors,
     ];
 
     /// "innodb_purge_threads, innodb_io_capacity": knobs named for messages.
@@ -95,6 +99,7 @@ impl Knob {
             Knob::UndoLogTruncate => "innodb_undo_log_truncate",
             Knob::MaxUndoLogSize => "innodb_max_undo_log_size",
             Knob::MaxDirtyPagesPctLwm => "innodb_max_dirty_pages_pct_lwm",
+            Knob::FlushNeighbors => "innodb_flush_neighbors",
         }
     }
 
@@ -116,6 +121,7 @@ impl Knob {
             Knob::LogFileSize | Knob::RedoLogCapacity | Knob::MaxUndoLogSize => "bytes",
             Knob::UndoLogTruncate => "0=OFF 1=ON",
             Knob::MaxDirtyPagesPctLwm => "% of the buffer pool dirty",
+            Knob::FlushNeighbors => "0=off 1=area 2=contiguous",
         }
     }
 

@@ -59,7 +59,8 @@
 //! neighbours with it on a rotational device (`buf_flush_try_neighbors()`,
 //! `innodb_flush_neighbors = 1`): with `innodb_flush_neighbors = 0` the fifty-first
 //! run's g moved it 1–5 MB a batch and let users through between batches, though the
-//! stall ended no sooner.
+//! stall ended no sooner; the flush policy now sets it to 0 while it manages flushing
+//! (`neighbors_off`, in mod.rs).
 //!
 //! **Recovery model.** Crash recovery parses and applies the redo since the last
 //! checkpoint and reads and writes back every page changed since
