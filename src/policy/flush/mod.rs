@@ -1434,6 +1434,14 @@ mod tests {
         }
     }
 
+    /// `s` with redo written at `lsn` bytes/s.
+    pub(super) fn with_lsn(s: Signals, lsn: f64) -> Signals {
+        Signals {
+            lsn_rate: Some(lsn),
+            ..s
+        }
+    }
+
     /// [`signals`] with users held at the maximum checkpoint age: 10 rows/s against
     /// the 10 000 of every other tick.
     pub(super) fn held(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals {

@@ -614,7 +614,7 @@ impl Flush {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{baseline, decide, held, signals, with, MIB};
+    use super::super::tests::{baseline, decide, held, signals, with, with_lsn, MIB};
     use super::super::FlushConfig;
     use super::*;
     use crate::policy::testkit::{self, find};
@@ -720,9 +720,8 @@ mod tests {
         let mut f = Flush::new(no_span());
         let mut cur = with(Knob::IoCapacityMax, 4000);
         cur.insert(Knob::LogFileSize, 100 << 20);
-        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, trend, 2_000.0)
+        let at = |t: u64, fill: f64, trend: f64, lsn: f64| {
+            with_lsn(signals(t, fill, trend, 2_000.0), lsn)
         };
         // The burst: under the target, then past it, at 16 MB/s.
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
@@ -776,10 +775,7 @@ mod tests {
         });
         let mut cur = with(Knob::IoCapacityMax, 4000);
         cur.insert(Knob::LogFileSize, 100 << 20);
-        let at = |t: u64, fill: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..held(t, fill, 0.0, 2_000.0)
-        };
+        let at = |t: u64, fill: f64, lsn: f64| with_lsn(held(t, fill, 0.0, 2_000.0), lsn);
         for (t, fill) in [(0, 0.30), (1, 0.50), (2, 0.70), (3, 0.85)] {
             decide(&mut f, &caps, &cur, &at(t, fill, 16e6));
         }
@@ -910,10 +906,7 @@ mod tests {
     fn the_span_counts_the_bursts_first_seconds() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let at = |t: u64, fill: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, 0.05, 2_000.0)
-        };
+        let at = |t: u64, fill: f64, lsn: f64| with_lsn(signals(t, fill, 0.05, 2_000.0), lsn);
         // 6 MB/s against a sync point of 80 MiB: 14 s; then 3 MB/s: 28 s.
         let run = |first: f64| {
             let mut f = Flush::new(resize_config());
@@ -940,9 +933,8 @@ mod tests {
     fn a_log_spanning_seconds_grows_at_the_first_touch() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let at = |t: u64, fill: f64, trend: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, trend, 2_000.0)
+        let at = |t: u64, fill: f64, trend: f64, lsn: f64| {
+            with_lsn(signals(t, fill, trend, 2_000.0), lsn)
         };
         // 25 MB/s against a sync point of 80 MiB: 3.4 s. The fill climbs to 97 % (the
         // target at 1 s), then saws between 93 and 98 %.
@@ -1010,10 +1002,7 @@ mod tests {
     fn a_transient_that_touches_the_maximum_grows_nothing() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let at = |t: u64, fill: f64, lsn: f64| Signals {
-            lsn_rate: Some(lsn),
-            ..signals(t, fill, 0.0, 2_000.0)
-        };
+        let at = |t: u64, fill: f64, lsn: f64| with_lsn(signals(t, fill, 0.0, 2_000.0), lsn);
         let start = |t: u64| match t {
             0 => (0.30, 15e6),
             1 => (0.83, 44e6),
