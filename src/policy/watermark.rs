@@ -40,11 +40,21 @@
 //! `yield_history_undo_logs` (by default the purge-rate budget's default), the policy
 //! yields: it hands purge threads back to their baseline (a `Release`, so the
 //! purge-rate policy may ask for more) until purgeable history is under 80 % of the
-//! limit. One thread stays whatever the debt only in high mode with users held at the
-//! maximum checkpoint age ([`Signals::users_held`]): that is the sync-flush cliff,
-//! where purge's redo stalls every user. A fill over the high watermark with users at
-//! their rate is not (the real-server f_cold_view after the release). 0 = never yield
-//! (as published).
+//! limit. It looks ahead too: while history grows (the window's slope, no read view
+//! blocking purge) fast enough that `purgeable + slope × yield_horizon` (5 min) passes
+//! the limit, it yields the same way, until that projection is under 80 % of it. In
+//! the fifty-fourth real-server run's e_purge_behind history grew 2 400 undo logs/s
+//! for the whole run, reached the limit only at 175 s of 180, and the buckets, engaged
+//! by a start-up transient, cut purge 4 → 1 → 4 twice a run before that: 522 k at the
+//! end against the defaults' 431 k. One thread stays whatever the debt only in high
+//! mode with users held at the maximum checkpoint age ([`Signals::users_held`]) within
+//! the last `level_dwell`: that is the sync-flush cliff, where purge's redo stalls
+//! every user. A fill over the high watermark with users at their rate is not (the
+//! real-server f_cold_view after the release). The dwell keeps the thread through the
+//! seconds when users come and go at the end of a stall: in the fifty-fifth run's
+//! g_checkpoint_stall, the held flag alone moved purge 1 → 2 → 1 → 2 in 15 s as the
+//! stall ended, with history growing 1 500–3 400 undo logs/s. 0 = never yield (as
+//! published).
 //!
 //! [`Signals::users_held`]: crate::signals::Signals::users_held
 //!
@@ -111,6 +121,18 @@ struct State {
     level: Level,
     /// When the level last changed (ms): bucket moves wait `level_dwell` after it.
     changed_ms: u64,
+}
+
+/// Purge debt as the yield rule sees it in one tick.
+#[derive(Debug, Clone, Copy)]
+struct Debt {
+    /// Purgeable history (any read view counting as a blocker).
+    purgeable: u64,
+    /// History growth, undo logs/s: the window's slope, 0 while shrinking or while a
+    /// read view blocks purge.
+    rate: f64,
+    /// `purgeable + rate × yield_horizon`.
+    projected: f64,
 }
 
 /// The watermarks and bucket count of one decision.
@@ -223,6 +245,9 @@ pub struct Watermark {
     /// When the fill was last at or above `engage_fill_pct` (ms): the policy is engaged
     /// for `engage_hold` after it.
     engaged_at_ms: Option<u64>,
+    /// When users were last held at the maximum checkpoint age (ms): one thread
+    /// stays in high mode for `level_dwell` after it, whatever the debt.
+    held_at_ms: Option<u64>,
 }
 
 impl Watermark {
@@ -233,6 +258,7 @@ impl Watermark {
             state: None,
             yielding: false,
             engaged_at_ms: None,
+            held_at_ms: None,
         }
     }
 
@@ -251,20 +277,44 @@ impl Watermark {
             .is_some_and(|s| t_ms.saturating_sub(s) <= hold)
     }
 
-    /// Whether purge debt is over its limit this tick (with hysteresis), and the
-    /// purgeable history behind the verdict.
-    fn debt_over_limit(&mut self, input: &PolicyInput<'_>) -> (bool, Option<u64>) {
+    /// Whether users were held at the maximum checkpoint age within the last
+    /// `level_dwell` (this tick, when it is 0).
+    fn held_recently(&mut self, t_ms: u64, held: Option<bool>) -> bool {
+        if held == Some(true) {
+            self.held_at_ms = Some(t_ms);
+            return true;
+        }
+        let dwell = self.cfg.level_dwell.as_millis() as u64;
+        dwell > 0
+            && self
+                .held_at_ms
+                .is_some_and(|h| t_ms.saturating_sub(h) <= dwell)
+    }
+
+    /// Whether purge debt is over its limit this tick, or heading there within
+    /// `yield_horizon` (with hysteresis), and the debt behind the verdict. `growing`
+    /// is false while a read view blocks purge: history that grows behind a view is
+    /// not purge falling behind, and threads cannot remove it.
+    fn debt_over_limit(&mut self, input: &PolicyInput<'_>, growing: bool) -> Option<Debt> {
         let limit = self.cfg.yield_history_undo_logs;
-        let purgeable = estimate(input.signals, Duration::ZERO).map(|e| e.purgeable);
-        self.yielding = limit > 0
-            && purgeable.is_some_and(|p| {
-                if self.yielding {
-                    p > limit / 5 * 4
-                } else {
-                    p > limit
-                }
-            });
-        (self.yielding, purgeable)
+        let purgeable = estimate(input.signals, Duration::ZERO)?.purgeable;
+        let rate = input
+            .signals
+            .history_rate
+            .filter(|r| growing && r.is_finite() && *r > 0.0)
+            .unwrap_or(0.0);
+        let projected = purgeable as f64 + rate * self.cfg.yield_horizon.as_secs_f64();
+        let bar = if self.yielding {
+            (limit / 5 * 4) as f64
+        } else {
+            limit as f64
+        };
+        self.yielding = limit > 0 && projected > bar;
+        Some(Debt {
+            purgeable,
+            rate,
+            projected,
+        })
     }
 
     /// N: configured, else the value found at start; at least 1 and at most what any
@@ -432,7 +482,8 @@ impl Policy for Watermark {
         });
 
         let engaged = self.engaged(t, pct);
-        let (yielding, purgeable) = self.debt_over_limit(input);
+        let debt = self.debt_over_limit(input, blocked.is_none());
+        let held = self.held_recently(t, input.signals.users_held);
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
@@ -468,18 +519,31 @@ impl Policy for Watermark {
             // the real-server f_cold_view the fill sat at 80–100 % for a minute after
             // the release with users at their rate, and one thread against the
             // purge-rate policy's five moved purge 1 → 2 → 1 every 5–10 s (ninth run).
-            else if let (true, Some(b), Some(h), false) = (
-                yielding,
-                base,
-                purgeable,
-                level == Level::High && input.signals.users_held == Some(true),
-            ) {
+            // "Held" lasts `level_dwell` after users were last held: at a stall's end
+            // they come and go for seconds (fifty-fifth run's g: 1 → 2 → 1 → 2).
+            else if let (true, Some(b), Some(d), false) =
+                (self.yielding, base, debt, level == Level::High && held)
+            {
                 let limit = self.cfg.yield_history_undo_logs;
+                let h = d.purgeable;
+                let why = if h > limit {
+                    format!("purgeable history {h} is over the limit {limit}")
+                } else if d.rate > 0.0 {
+                    format!(
+                        "purgeable history {h} grows {:.0} undo logs/s: {:.0} within {} \
+                         (yield_horizon), against the limit {limit}",
+                        d.rate,
+                        d.projected,
+                        humantime::format_duration(self.cfg.yield_horizon)
+                    )
+                } else {
+                    format!("purgeable history {h} came near the limit {limit}")
+                };
                 p.reason = format!(
-                    "purgeable history {h} is over the limit {limit} \
-                     (yield_history_undo_logs): foreground protection yields, {b} {} (the \
-                     baseline) until it is under {}; without the limit: {}",
+                    "{why} (yield_history_undo_logs): foreground protection yields, {b} {} \
+                     (the baseline) until {} is under {}; without the limit: {}",
                     threads_word(b),
+                    if d.rate > 0.0 { "the projection" } else { "it" },
                     limit / 5 * 4,
                     p.reason
                 );
@@ -497,6 +561,7 @@ impl Policy for Watermark {
         self.yielding = false;
         // A restarted or reconnected server has shown nothing yet.
         self.engaged_at_ms = None;
+        self.held_at_ms = None;
     }
 }
 
@@ -524,6 +589,10 @@ pub struct WatermarkConfig {
     /// The default is the purge-rate budget's default, so debt over budget is never
     /// locked out by the buckets; in high mode one thread stays whatever the debt.
     pub yield_history_undo_logs: u64,
+    /// The yield looks this far ahead: purge threads also go back to their baseline
+    /// while history grows fast enough to pass `yield_history_undo_logs` within it at
+    /// the window's slope. 0 = only once it is over.
+    pub yield_horizon: Duration,
     /// A bucket is held at least this long before the next bucket move (the move into
     /// high mode is never held). 0 = every tick may move (as published).
     pub level_dwell: Duration,
@@ -545,6 +614,7 @@ impl Default for WatermarkConfig {
             hysteresis_pct: 2.0,
             high_batch_size: 100,
             yield_history_undo_logs: 500_000,
+            yield_horizon: Duration::from_secs(300),
             level_dwell: Duration::from_secs(30),
             engage_fill_pct: 95.0,
             engage_hold: Duration::from_secs(600),
@@ -563,6 +633,8 @@ pub struct RawWatermark {
     hysteresis_pct: Option<f64>,
     high_batch_size: Option<i64>,
     yield_history_undo_logs: Option<i64>,
+    #[serde(default, with = "humantime_serde")]
+    yield_horizon: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     level_dwell: Option<Duration>,
     engage_fill_pct: Option<f64>,
@@ -608,6 +680,13 @@ impl PolicyKind for Watermark {
                 dw.yield_history_undo_logs,
                 0,
                 10_000_000_000,
+            )?,
+            yield_horizon: s.duration(
+                "yield_horizon",
+                w.yield_horizon,
+                dw.yield_horizon,
+                Duration::ZERO,
+                Duration::from_secs(24 * 3600),
             )?,
             level_dwell: s.duration(
                 "level_dwell",
@@ -836,8 +915,13 @@ mod tests {
                 t_ms: t * 1000,
                 redo_fill: Some(pct / 100.0),
                 history_len: Some(250_000),
-                // 1 000 undo logs/s since the view began: all of it blocked.
-                history_rate: Some(1_000.0),
+                // 1 000 undo logs/s since the old view began: all of it blocked.
+                // Without it history stands still (no growth toward the yield limit).
+                history_rate: Some(if view.is_some_and(|a| a >= 300) {
+                    1_000.0
+                } else {
+                    0.0
+                }),
                 sample: Sample {
                     oldest_trx: view.map(|age_s| TrxInfo {
                         trx_id: "42".into(),
@@ -919,6 +1003,89 @@ mod tests {
             ..published_engage()
         });
         assert_eq!(threads_at(&mut w, 60.0, 50_000_000).value, 2);
+    }
+
+    /// History that grows fast enough to pass the limit within `yield_horizon` hands
+    /// the threads back before it gets there (the fifty-fourth run's e: 2 400 undo
+    /// logs/s all run, over the limit only at 175 s of 180), until the projection is
+    /// under 80 % of the limit; growth behind a read view that blocks purge does not
+    /// count; a 0 horizon waits until history is over.
+    #[test]
+    fn purge_debt_heading_for_its_limit_hands_threads_back() {
+        let mut w = Watermark::new(no_dwell());
+        let growing = |w: &mut Watermark, history: u64, rate: f64, view: Option<u64>| {
+            let s = Signals {
+                redo_fill: Some(0.6),
+                history_len: Some(history),
+                history_rate: Some(rate),
+                sample: Sample {
+                    oldest_trx: view.map(|age_s| TrxInfo {
+                        trx_id: "42".into(),
+                        age_s,
+                        holds_read_view: true,
+                        ..TrxInfo::default()
+                    }),
+                    ..Sample::default()
+                },
+                ..Signals::default()
+            };
+            threads_for(w, &s)
+        };
+        // 100 k + 1 000/s × 300 s = 400 k: the buckets rule (60 % fill: 2 threads).
+        assert_eq!(growing(&mut w, 100_000, 1_000.0, None).value, 2);
+        // 100 k + 2 400/s × 300 s = 820 k, over 500 k: the baseline, as a Release.
+        let p = growing(&mut w, 100_000, 2_400.0, None);
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        assert!(
+            p.reason.starts_with(
+                "purgeable history 100000 grows 2400 undo logs/s: 820000 within 5m \
+                 (yield_horizon), against the limit 500000 (yield_history_undo_logs): \
+                 foreground protection yields, 4 purge threads (the baseline) until the \
+                 projection is under 400000; without the limit: redo fill 60.0 %"
+            ),
+            "{}",
+            p.reason
+        );
+        // Hysteresis: 150 k + 900/s × 300 s = 420 k still yields; 390 k does not.
+        assert_eq!(growing(&mut w, 150_000, 900.0, None).value, 4);
+        assert_eq!(growing(&mut w, 150_000, 800.0, None).value, 2);
+        // Shrinking history projects nothing.
+        assert_eq!(growing(&mut w, 450_000, -5_000.0, None).value, 2);
+        // A read view that blocks purge: its history's growth is not purge's debt.
+        let mut w = Watermark::new(no_dwell());
+        let p = growing(&mut w, 250_000, 5_000.0, Some(300));
+        assert_eq!((p.value, p.intent), (2, Intent::Act), "{}", p.reason);
+        // A zero horizon waits until history is over the limit.
+        let mut w = Watermark::new(WatermarkConfig {
+            yield_horizon: Duration::ZERO,
+            ..no_dwell()
+        });
+        assert_eq!(growing(&mut w, 100_000, 50_000.0, None).value, 2);
+        assert_eq!(growing(&mut w, 600_000, 0.0, None).value, 4);
+    }
+
+    /// At the cliff one thread stays for `level_dwell` after users were last held,
+    /// whatever the debt: users come and go for seconds as a stall ends, and the held
+    /// flag alone moved purge 1 → 2 → 1 → 2 (fifty-fifth run's g).
+    #[test]
+    fn the_cliff_keeps_its_thread_for_a_dwell_after_users_were_held() {
+        let mut w = Watermark::new(WatermarkConfig {
+            yield_history_undo_logs: 100_000,
+            ..published_engage()
+        });
+        let p = proposal_held(&mut w, 100.0, 200_000, 100, Some(true));
+        assert_eq!((p.value, p.intent), (1, Intent::Act), "{}", p.reason);
+        for t in [105, 115, 130] {
+            let p = proposal_held(&mut w, 98.0, 200_000, t, Some(false));
+            assert_eq!((p.value, p.intent), (1, Intent::Act), "t={t}: {}", p.reason);
+        }
+        let p = proposal_held(&mut w, 98.0, 200_000, 131, Some(false));
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        // A reset forgets it.
+        proposal_held(&mut w, 100.0, 200_000, 140, Some(true));
+        w.reset();
+        let p = proposal_held(&mut w, 98.0, 200_000, 141, Some(false));
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
     }
 
     /// The defaults without the bucket dwell: tests that step the fill at one instant.

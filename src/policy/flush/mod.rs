@@ -1006,10 +1006,11 @@ impl Flush {
     /// `buf_flush_try_neighbors()`, every dirty page of its 64-page area, when the
     /// variable is on and the device is rotational as the server sees it. Under
     /// uniform updates almost all of a batch is then neighbours and the checkpoint
-    /// stands still (tests/flush_neighbors.rs: 45 % of the dirty pages written
-    /// retired 1 % of the checkpoint age with neighbours, 32 % without; the
-    /// benchmark's g: 2 s at 0 TPS against 36). The cost is on a real spinning disk,
-    /// where neighbours make writes sequential: `neighbors_off = false` keeps them.
+    /// stands still (tests/flush_neighbors.rs: 32 % of the dirty pages written
+    /// retired 0.4 % of the checkpoint age with neighbours, 21 % without; the
+    /// benchmark's g, fifty-third run: 2 s at 0 TPS against the defaults' 46). The
+    /// cost is on a real spinning disk, where neighbours make writes sequential:
+    /// `neighbors_off = false` keeps them.
     fn neighbors(&self, input: &PolicyInput<'_>, managed: bool) -> Option<Proposal> {
         let knob = Knob::FlushNeighbors;
         if !self.cfg.neighbors_off || !input.caps.settable(knob) {
