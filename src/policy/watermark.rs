@@ -41,8 +41,9 @@
 //! yields: it hands purge threads back to their baseline (a `Release`, so the
 //! purge-rate policy may ask for more) until purgeable history is under 80 % of the
 //! limit. It looks ahead too: while history grows (the window's slope, no read view
-//! blocking purge) fast enough that `purgeable + slope × yield_horizon` (5 min) passes
-//! the limit, it yields the same way, until that projection is under 80 % of it. In
+//! of any age holding back as much as purge may remove) fast enough that
+//! `purgeable + slope × yield_horizon` (5 min) passes the limit, it yields the same
+//! way, until that projection is under 80 % of it. In
 //! the fifty-fourth real-server run's e_purge_behind history grew 2 400 undo logs/s
 //! for the whole run, reached the limit only at 175 s of 180, and the buckets, engaged
 //! by a start-up transient, cut purge 4 → 1 → 4 twice a run before that: 522 k at the
@@ -292,12 +293,16 @@ impl Watermark {
     }
 
     /// Whether purge debt is over its limit this tick, or heading there within
-    /// `yield_horizon` (with hysteresis), and the debt behind the verdict. `growing`
-    /// is false while a read view blocks purge: history that grows behind a view is
-    /// not purge falling behind, and threads cannot remove it.
-    fn debt_over_limit(&mut self, input: &PolicyInput<'_>, growing: bool) -> Option<Debt> {
+    /// `yield_horizon` (with hysteresis), and the debt behind the verdict. Growth
+    /// does not count while a read view of any age holds back as much history as
+    /// purge may remove: history that grows behind a view is not purge falling
+    /// behind, and threads cannot remove it (erring toward not yielding, like the
+    /// purgeable estimate itself).
+    fn debt_over_limit(&mut self, input: &PolicyInput<'_>) -> Option<Debt> {
         let limit = self.cfg.yield_history_undo_logs;
-        let purgeable = estimate(input.signals, Duration::ZERO)?.purgeable;
+        let e = estimate(input.signals, Duration::ZERO)?;
+        let purgeable = e.purgeable;
+        let growing = !e.is_blocked();
         let rate = input
             .signals
             .history_rate
@@ -482,7 +487,7 @@ impl Policy for Watermark {
         });
 
         let engaged = self.engaged(t, pct);
-        let debt = self.debt_over_limit(input, blocked.is_none());
+        let debt = self.debt_over_limit(input);
         let held = self.held_recently(t, input.signals.users_held);
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
@@ -1055,6 +1060,11 @@ mod tests {
         let mut w = Watermark::new(no_dwell());
         let p = growing(&mut w, 250_000, 5_000.0, Some(300));
         assert_eq!((p.value, p.intent), (2, Intent::Act), "{}", p.reason);
+        // A young view counts too once it holds back as much as purge may remove
+        // (5 s × 5 000/s = 25 k of 20 k): no yield; without it, 1.52 M projected.
+        let mut w = Watermark::new(no_dwell());
+        assert_eq!(growing(&mut w, 20_000, 5_000.0, Some(5)).value, 2);
+        assert_eq!(growing(&mut w, 20_000, 5_000.0, None).value, 4);
         // A zero horizon waits until history is over the limit.
         let mut w = Watermark::new(WatermarkConfig {
             yield_horizon: Duration::ZERO,
