@@ -43,11 +43,11 @@
 //! limit. It looks ahead too: while history grows (the window's slope, no read view
 //! of any age holding back as much as purge may remove) fast enough that
 //! `purgeable + slope × yield_horizon` (5 min) passes the limit, it yields the same
-//! way, until that projection is under 80 % of it. In
-//! the fifty-fourth real-server run's e_purge_behind history grew 2 400 undo logs/s
-//! for the whole run, reached the limit only at 175 s of 180, and the buckets, engaged
-//! by a start-up transient, cut purge 4 → 1 → 4 twice a run before that: 522 k at the
-//! end against the defaults' 431 k. One thread stays whatever the debt only in high
+//! way, until that projection is under 80 % of it. In the fifty-fourth real-server
+//! run's e_purge_behind history grew 2 400 undo logs/s for the whole run, reached the
+//! limit only at 175 s of 180, and the buckets, engaged by a start-up transient, cut
+//! purge 4 → 1 → 4 twice a run before that: 522 k at the end against the defaults'
+//! 431 k. One thread stays whatever the debt only in high
 //! mode with users held at the maximum checkpoint age ([`Signals::users_held`]) within
 //! the last `level_dwell`: that is the sync-flush cliff, where purge's redo stalls
 //! every user. A fill over the high watermark with users at their rate is not (the
@@ -300,6 +300,8 @@ impl Watermark {
     /// purgeable estimate itself).
     fn debt_over_limit(&mut self, input: &PolicyInput<'_>) -> Option<Debt> {
         let limit = self.cfg.yield_history_undo_logs;
+        // Unknown history: no verdict, and `yielding` keeps last tick's state, so the
+        // hysteresis resumes where it was; nothing yields this tick (it needs the debt).
         let e = estimate(input.signals, Duration::ZERO)?;
         let purgeable = e.purgeable;
         let growing = !e.is_blocked();
@@ -906,6 +908,27 @@ mod tests {
         find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
     }
 
+    /// Signals at `pct` % redo fill with `history` undo logs growing `rate` per second
+    /// and, when `view_age_s` is given, a read view that old as the oldest
+    /// transaction.
+    fn signals_with_view(pct: f64, history: u64, rate: f64, view_age_s: Option<u64>) -> Signals {
+        Signals {
+            redo_fill: Some(pct / 100.0),
+            history_len: Some(history),
+            history_rate: Some(rate),
+            sample: Sample {
+                oldest_trx: view_age_s.map(|age_s| TrxInfo {
+                    trx_id: "42".into(),
+                    age_s,
+                    holds_read_view: true,
+                    ..TrxInfo::default()
+                }),
+                ..Sample::default()
+            },
+            ..Signals::default()
+        }
+    }
+
     /// A read view blocks purge (f_cold_view): the fill swings between the buckets
     /// and high mode, and the threads stay where they were; once the view ends the
     /// level follows the fill again.
@@ -916,27 +939,16 @@ mod tests {
             ..published_engage()
         });
         let at = |w: &mut Watermark, t: u64, pct: f64, view: Option<u64>| {
+            // 1 000 undo logs/s since the old view began: all of it blocked. Without
+            // it history stands still (no growth toward the yield limit).
+            let rate = if view.is_some_and(|a| a >= 300) {
+                1_000.0
+            } else {
+                0.0
+            };
             let s = Signals {
                 t_ms: t * 1000,
-                redo_fill: Some(pct / 100.0),
-                history_len: Some(250_000),
-                // 1 000 undo logs/s since the old view began: all of it blocked.
-                // Without it history stands still (no growth toward the yield limit).
-                history_rate: Some(if view.is_some_and(|a| a >= 300) {
-                    1_000.0
-                } else {
-                    0.0
-                }),
-                sample: Sample {
-                    oldest_trx: view.map(|age_s| TrxInfo {
-                        trx_id: "42".into(),
-                        age_s,
-                        holds_read_view: true,
-                        ..TrxInfo::default()
-                    }),
-                    ..Sample::default()
-                },
-                ..Signals::default()
+                ..signals_with_view(pct, 250_000, rate, view)
             };
             threads_for(w, &s)
         };
@@ -1019,22 +1031,7 @@ mod tests {
     fn purge_debt_heading_for_its_limit_hands_threads_back() {
         let mut w = Watermark::new(no_dwell());
         let growing = |w: &mut Watermark, history: u64, rate: f64, view: Option<u64>| {
-            let s = Signals {
-                redo_fill: Some(0.6),
-                history_len: Some(history),
-                history_rate: Some(rate),
-                sample: Sample {
-                    oldest_trx: view.map(|age_s| TrxInfo {
-                        trx_id: "42".into(),
-                        age_s,
-                        holds_read_view: true,
-                        ..TrxInfo::default()
-                    }),
-                    ..Sample::default()
-                },
-                ..Signals::default()
-            };
-            threads_for(w, &s)
+            threads_for(w, &signals_with_view(60.0, history, rate, view))
         };
         // 100 k + 1 000/s × 300 s = 400 k: the buckets rule (60 % fill: 2 threads).
         assert_eq!(growing(&mut w, 100_000, 1_000.0, None).value, 2);
