@@ -49,24 +49,30 @@ COMMON_SERVER_ARGS = [
 
 THRESHOLD_LAG = 100000  # innodb_max_purge_lag for the "threshold" arm
 THRESHOLD_DELAY_US = 10000  # innodb_max_purge_lag_delay = 10 ms
+# A budget that e's history crosses mid-run (the defaults pass 300 k at about 110 s of
+# 180), where the shipped 500 k is crossed, if at all, in the run's last seconds.
+MID_BUDGET = 300000
 
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
+ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
         "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
-STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "redo_static", "neighbors0"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
+STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "redo_static_innopilot",
                   "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
 OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "redo_static_innopilot", "neighbors0_innopilot"]
-# The arms held to the threshold arm's history (THRESHOLD_LAG), whose targets are also
-# checked at that budget.
-BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t"]
+# The arms held to a budget of their own (ARM_BUDGET: the threshold arm's lag, or
+# MID_BUDGET), whose targets are also checked at that budget.
+BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t",
+               "innopilot_300k"]
+# The purge budget (budget_undo_logs) each budget arm is held to and judged at.
+ARM_BUDGET = {a: THRESHOLD_LAG for a in BUDGET_ARMS} | {"innopilot_300k": MID_BUDGET}
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -74,6 +80,11 @@ ARM_DOC = {
     "purge1": "static innodb_purge_threads=1",
     "purge8": "static innodb_purge_threads=8 (what the purge-rate policy asks for at the most, up to its max_purge_threads)",
     "threshold": f"innodb_max_purge_lag={THRESHOLD_LAG}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us",
+    "threshold_300k": f"innodb_max_purge_lag={MID_BUDGET}, innodb_max_purge_lag_delay={THRESHOLD_DELAY_US} us: "
+                      "the static threshold at a budget e crosses mid-run",
+    "innopilot_300k": f"innopilot run, all default policies with the purge budget at {MID_BUDGET} "
+                      f"([policy.purge_rate] budget_undo_logs = [policy.watermark] yield_history_undo_logs = {MID_BUDGET}): "
+                      "the debt controller from a crossing in mid-run, with the shipped horizon and cost cap",
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "neighbors0": "static innodb_flush_neighbors = 0: MariaDB's page cleaner writes only the pages it picks "
                   "(oldest first) instead of their dirty neighbours too, which it does on a device the kernel "
@@ -655,7 +666,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # The shipped policies held to the history the threshold arm holds, so the two
         # compare at the same debt (issue 15: mean TPS against the best static arm that
         # keeps history under the same budget).
-        lines += ["[policy.purge_rate]", f"budget_undo_logs = {THRESHOLD_LAG}"]
+        lines += ["[policy.purge_rate]", f"budget_undo_logs = {ARM_BUDGET[arm]}"]
         if arm in ("innopilot_100k_90s", "innopilot_100k_90s_4t"):
             # The shipped 5-minute horizon and 20 % cap end e above the budget
             # (seventeenth run: 164 k); bench/frontier.py says ending at it costs about
@@ -671,7 +682,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
             # No purge thread above the baseline: the delay stage starts as soon as the
             # excess is there, instead of after the thread stage's judging window.
             lines += ["max_purge_threads = 4"]
-        lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {THRESHOLD_LAG}", ""]
+        lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {ARM_BUDGET[arm]}", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm == "innopilot_noresize":
@@ -792,6 +803,8 @@ def arm_server_args(arm, sc):
         return ["--innodb-purge-threads=8"]
     if arm == "threshold":
         return [f"--innodb-max-purge-lag={THRESHOLD_LAG}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
+    if arm == "threshold_300k":
+        return [f"--innodb-max-purge-lag={MID_BUDGET}", f"--innodb-max-purge-lag-delay={THRESHOLD_DELAY_US}"]
     if arm in ("redo_static", "redo_static_innopilot"):
         return [f"--innodb-log-file-size={REDO_STATIC_FACTOR * size_bytes(sc['redo'])}"]
     if arm in ("neighbors0", "neighbors0_innopilot"):
@@ -1319,7 +1332,7 @@ def check_targets(summ, sc_name, sc, arm="innopilot", budget=500000):
     """An innopilot arm's targets: issue 15's for the new scenarios (by `check`), issue 6's
     for the legacy ones. A list of {target, value, met}; met is None when not measurable
     in this run (an arm it compares with is missing). `budget` is the arm's
-    budget_undo_logs (the shipped 500 000, or THRESHOLD_LAG for innopilot_100k)."""
+    budget_undo_logs (the shipped 500 000, or ARM_BUDGET's for a budget arm)."""
     s = summ[sc_name]
     if arm not in s:
         return []
@@ -1436,7 +1449,7 @@ def legacy_targets(s, sc, med, add):
     return None
 
 
-ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "redo_static": "#7f7f7f",
+ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "threshold_300k": "#ff9896", "innopilot_300k": "#aec7e8", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
@@ -1737,8 +1750,16 @@ def main():
         # What e's read-bound device allows for a given debt at the end (frontier.md):
         # needs two arms that purge different shares of their inflow (defaults and
         # threshold); without them it says so, which is not a harness failure.
-        if any(sc_name == "e_purge_behind" for sc_name, _, _ in plan):
-            write_report(a.out, "frontier.py", ["--budget", str(THRESHOLD_LAG)], "frontier.md", "read frontier")
+        e_arms = {arm for sc_name, _, arms in plan if sc_name == "e_purge_behind" for arm in arms}
+        if e_arms:
+            # Judged at the budget the run's budget arm holds: MID_BUDGET when that arm
+            # ran, against the static threshold at the same lag when that ran too.
+            args = ["--budget", str(THRESHOLD_LAG)]
+            if "innopilot_300k" in e_arms:
+                args = ["--budget", str(MID_BUDGET)]
+                if "threshold_300k" in e_arms:
+                    args += ["--reference", "threshold_300k"]
+            write_report(a.out, "frontier.py", args, "frontier.md", "read frontier")
         # i's question is asked of each run against itself (this machine's speed drifts
         # between runs by more than its arms differ): phases.md.
         if any(sc_name == "i_drain_at_the_cliff" for sc_name, _, _ in plan):
@@ -1859,7 +1880,7 @@ def write_outputs(a, results, meta, show=False):
         for arm in BUDGET_ARMS:
             if arm in summ[sc] and meta["scenarios"][sc].get("check"):
                 targets[sc] += [dict(t, target=f"[{arm}] {t['target']}")
-                                for t in check_targets(summ, sc, meta["scenarios"][sc], arm, THRESHOLD_LAG)]
+                                for t in check_targets(summ, sc, meta["scenarios"][sc], arm, ARM_BUDGET[arm])]
         for arm in OWN_TARGET_ARMS:
             if arm in summ[sc] and meta["scenarios"][sc].get("check"):
                 targets[sc] += [dict(t, target=f"[{arm}] {t['target']}")

@@ -24,6 +24,14 @@
 //! `drain_horizon` after it went over budget (at least [`SCHEDULE_STEP_S`]), so the
 //! excess drains linearly and arrives; on MySQL T is `drain_horizon`, a time constant
 //! (`PurgeRate::time_to_go` says why).
+//!
+//! On MariaDB the episode starts earlier: as soon as P, growing at the measured rate,
+//! would reach b within [`APPROACH_S`]. A purge thread is judged and the sliding
+//! threshold below is set at the budget before history gets there; the server applies
+//! no delay until history passes it, then holds history at it. Started at the
+//! crossing, the episode let history run past the budget while a thread was judged,
+//! and drained that overshoot over `drain_horizon`.
+//!
 //! The actuators are used in order:
 //!
 //! 1. **Purge threads**, where they are dynamic (MariaDB ≥ 10.7.1), from the baseline
@@ -64,6 +72,9 @@
 //! over each second; one that moved every 5 s made users run at half the median for
 //! 2–3 s and at full rate for 3 s ([`SCHEDULE_STEP_S`]). With P ≤ b the lag is B + b,
 //! and the switch holds history at the budget. (MySQL leads by [`SCHEDULE_STEP_S`].)
+//! While history is more than a schedule step under the threshold in effect the server
+//! applies no delay, so the amplitude is held: it is what the switch applies once
+//! history gets there.
 //!
 //! The amplitude D (`innodb_max_purge_lag_delay`) need only be large enough that the
 //! inflow falls below purge's capacity while the switch is on. On MariaDB it starts at
@@ -154,8 +165,27 @@ pub const AMP_DOWN_LINE_PER_S: f64 = AMP_UP_PER_S;
 /// slows rows by at most half the cost cap) but not one too small. MySQL's delay
 /// ramps with history rather than switching, and its closed-loop unit test drains
 /// less evenly with a halved start (history back above 520 k in the second minute),
-/// so it starts from the model there, at most at the cap.
+/// so it starts from the model there, at most at the cap. A stage armed ahead of the
+/// budget ([`APPROACH_S`]), history still under its threshold, starts at the cap: the
+/// switch applies it only once history gets there and then only while history is
+/// above the budget, so it has no excess to drain at full amplitude; from half the
+/// cap the sixtieth real-server run's e (300 k budget) let history 10 k past the
+/// budget while the integral climbed.
 pub const START_CAP_SHARE: f64 = 0.5;
+
+/// On MariaDB an episode starts this long before purgeable history, growing at the
+/// measured rate, would reach its budget: time for one added purge thread to be judged
+/// (a signal window and a second, 11 s with the shipped 10 s window) and for the delay
+/// stage to set its threshold at the budget before history gets there. The server's
+/// switch makes that threshold free until history passes it (no delay while history
+/// ≤ the lag, `trx_purge()`), and from then on holds history there. Episodes that
+/// started at the crossing let history run past the budget for as long as the thread
+/// stage took to judge its thread, and the stage then drew its schedule from that
+/// overshoot: a drain over `drain_horizon` of debt that a threshold armed earlier
+/// would not have let in. MySQL delays by all of history above the lag (a ramp, and
+/// whether purge progresses or not), so a threshold set early would slow users at once:
+/// there the episode starts at the crossing.
+pub const APPROACH_S: f64 = 30.0;
 
 /// The redo gate of the thread stage changes at most this often.
 pub const GATE_MIN_MS: u64 = 60_000;
@@ -482,6 +512,15 @@ impl PurgeRate {
                 None => {
                     match (row_time_us(s), input.caps.identity.flavor) {
                         (None, _) => lo,
+                        // Armed ahead of the budget (APPROACH_S): history is not
+                        // there yet, the switch is off until it is, and from then on
+                        // it is on only while history is above the lag, so the
+                        // integral has nothing to correct from and no overshoot to
+                        // drain. The cap, the cost the operator allowed, holds it at
+                        // the budget soonest.
+                        (Some(_), Flavor::MariaDb) if s.history_len.is_some_and(|h| h < target) => {
+                            cap
+                        }
                         // The model errs both ways at a stage's start on MariaDB (see
                         // START_CAP_SHARE); the switch forgives an amplitude too large.
                         (Some(_), Flavor::MariaDb) => START_CAP_SHARE * cap,
@@ -509,12 +548,22 @@ impl PurgeRate {
                 let h = s.history_len.unwrap_or(reference) as f64;
                 let miss = ((h - reference as f64) / scale).clamp(-1.0, 1.0);
                 behind = miss > 0.0;
+                // History more than a schedule step under the threshold in effect:
+                // the server applies no delay (MariaDB: none while history ≤ the lag),
+                // so the miss says nothing about the amplitude. Held, it is what the
+                // switch applies when history reaches the threshold; shrinking it at
+                // 5 %/s meanwhile would leave a threshold armed ahead of the budget
+                // ([`APPROACH_S`]) with a fifth of its start by then.
+                let idle =
+                    Self::delay_in_effect(input).is_some_and(|(lag, _)| h + scale < lag as f64);
                 let down = if want_now.is_some() {
                     AMP_DOWN_LINE_PER_S
                 } else {
                     AMP_DOWN_PER_S
                 };
-                let k = if miss > 0.0 {
+                let k = if idle {
+                    0.0
+                } else if miss > 0.0 {
                     AMP_UP_PER_S * miss
                 } else {
                     down * miss
@@ -578,14 +627,17 @@ impl PurgeRate {
     }
 
     /// Whether a delay may run now: false for a while after one had no effect on the
-    /// DML rate (see [`NO_EFFECT_CAP_SHARE`]).
-    fn authority(&mut self, s: &Signals, st: &Stages) -> bool {
+    /// DML rate (see [`NO_EFFECT_CAP_SHARE`]). Only seconds in which the server may
+    /// apply the delay count (`applied`: history above the lag in effect): a threshold
+    /// armed ahead of the budget ([`APPROACH_S`]) leaves the DML rate alone by design.
+    fn authority(&mut self, s: &Signals, st: &Stages, applied: bool) -> bool {
         let (t, dml) = (s.t_ms, s.dml_rate);
         let cap = self.cap_us(s, st) as f64;
-        let large = self
-            .state
-            .amp
-            .is_some_and(|a| a.d_us >= NO_EFFECT_CAP_SHARE * cap);
+        let large = applied
+            && self
+                .state
+                .amp
+                .is_some_and(|a| a.d_us >= NO_EFFECT_CAP_SHARE * cap);
         let no_effect = match (dml, self.state.dml_ref) {
             (Some(d), Some(r)) if large && r > 0.0 => d >= NO_EFFECT_SHARE * r,
             _ => false,
@@ -684,7 +736,14 @@ impl Policy for PurgeRate {
             return self.release_all(input, &why);
         }
         let p = est.purgeable;
-        if s.t_ms < self.state.settle_until_ms && p > budget {
+        let flavor = input.caps.identity.flavor;
+        // On MariaDB the episode starts ahead of the crossing (APPROACH_S): within
+        // the budget, growing at the measured rate, it would get there this soon.
+        let reach_s = (flavor == Flavor::MariaDb && p <= budget && y > 0.0)
+            .then(|| (budget - p) as f64 / y)
+            .filter(|t| *t <= APPROACH_S);
+        let over = p > budget || reach_s.is_some();
+        if s.t_ms < self.state.settle_until_ms && over {
             let why = format!(
                 "purge was blocked until recently and the history rate ({} undo logs/s) still \
                  covers that period: waiting {:.0} s before acting on purgeable history {p} \
@@ -703,7 +762,7 @@ impl Policy for PurgeRate {
         };
         let low = (budget as f64 * RELEASE_SHARE) as u64;
         if !self.state.active {
-            if p <= budget {
+            if !over {
                 let why = format!(
                     "purgeable history {p} is within its budget {budget_text}{blocked_note}"
                 );
@@ -716,7 +775,6 @@ impl Policy for PurgeRate {
 
         // The schedule: purgeable history drains its excess over the time to go (and
         // may grow back toward the budget below it).
-        let flavor = input.caps.identity.flavor;
         let horizon = self.cfg.drain_horizon.as_secs_f64().max(1.0);
         let to_go = self.time_to_go(flavor, s.t_ms);
         let r = -(p as f64 - budget as f64) / to_go;
@@ -739,6 +797,12 @@ impl Policy for PurgeRate {
                 rate(r),
                 rate(y)
             )
+        } else if let Some(t) = reach_s {
+            format!(
+                "purgeable history {p} is within its budget {budget_text}{blocked_note} and \
+                 grows {} undo logs/s: it reaches the budget in {t:.0} s",
+                rate(y)
+            )
         } else {
             format!(
                 "purgeable history {p} is within its budget {budget_text}{blocked_note}, \
@@ -750,7 +814,8 @@ impl Policy for PurgeRate {
 
         // Stage 1: purge threads, one at a time, each change given a full signal window
         // (and at least 5 s) to show its effect before the next. Up while purgeable
-        // history is over budget and drains slower than the target; down once it is
+        // history is over budget (on MariaDB: or reaches it within APPROACH_S) and
+        // drains slower than the target; down once it is
         // under half the budget and still shrinking clearly (the delay's lag then sits
         // above history, so no delay is in effect). A thread count that holds history
         // steady in between is kept: threads are discrete, and a symmetric rule would
@@ -787,7 +852,7 @@ impl Policy for PurgeRate {
                 self.state.threads_extra = k - 1;
                 self.state.threads_cap = Some(k - 1);
                 self.state.threads_changed_ms = Some(s.t_ms);
-            } else if p > budget && y > r && k < cap && !waits {
+            } else if over && y > r && k < cap && !waits {
                 self.state.last_add = purge_throughput(s, y);
                 self.state.threads_extra = k + 1;
                 self.state.threads_changed_ms = Some(s.t_ms);
@@ -828,7 +893,7 @@ impl Policy for PurgeRate {
             }
         }
 
-        if p < low && self.state.threads_extra == 0 {
+        if p < low && reach_s.is_none() && self.state.threads_extra == 0 {
             let why = format!(
                 "purgeable history {p} is back under {:.0} % of its budget \
                  {budget_text}{blocked_note}, nothing is needed any more",
@@ -846,10 +911,24 @@ impl Policy for PurgeRate {
         // effect, and on MySQL not while any history is blocked (MySQL delays whether or
         // not purge progresses, so blocked history would be paid for by users).
         let mysql_blocked = flavor == Flavor::MySql && est.blocked > 0;
-        let authority = self.authority(s, &stages);
-        // A thread still being judged must be judged on purge alone: no delay yet.
+        // Whether the server may apply the delay in effect this second: history above
+        // its lag (a threshold armed ahead of the budget is not, until history gets
+        // there).
+        let applied = Self::delay_in_effect(input)
+            .is_some_and(|(lag, _)| s.history_len.is_some_and(|h| h > lag));
+        let authority = self.authority(s, &stages, applied);
+        // No delay starts while a thread is being judged: it must be judged on purge
+        // alone. A delay that already runs stays through a thread added later (the
+        // redo gate opening mid-stage): released, it let history run past the
+        // schedule while the thread was judged, and the stage came back with a line
+        // drawn from that overshoot (fifty-ninth real-server run, e at a 300 k budget:
+        // 314 k → 341 k in 11 s, a 41 k excess to drain over the next 266 s). The
+        // thread is still judged on purge throughput (inflow − history rate): the
+        // delay slows the inflow and the history rate alike.
+        let delay_running = self.state.amp.is_some();
         let threads_done = stages.extra_threads == 0
             || !thread_stage
+            || delay_running
             || (self.state.threads_extra >= self.state.threads_cap.unwrap_or(stages.extra_threads)
                 && self.state.last_add.is_none());
         // A delay starts only while purge is behind the schedule; once one runs, the
@@ -959,7 +1038,10 @@ impl Policy for PurgeRate {
             // Fewer SETs: a lag within half a lead's drain on MariaDB (so that it moves
             // each step), one on MySQL, or 0.2 %, of the wanted one, and a delay within
             // 25 % (the integral moves it a few % a second; the switch does the fast
-            // control), stay.
+            // control), stay; but an amplitude that has reached its cost cap is set.
+            // The slack alone held 766 µs in effect while the integral sat at the cap,
+            // about 940 µs, for the last minute of the sixtieth real-server run's
+            // repetition 1 (e at a 300 k budget), with history 10–17 k over the budget.
             let share = match flavor {
                 Flavor::MariaDb => 0.5,
                 Flavor::MySql => 1.0,
@@ -968,7 +1050,7 @@ impl Policy for PurgeRate {
             if cur_lag.abs_diff(lag) <= slack {
                 lag = cur_lag;
             }
-            if cur_d.abs_diff(d) * 4 <= cur_d {
+            if cur_d.abs_diff(d) * 4 <= cur_d && (d < self.cap_us(s, &stages) || cur_d >= d) {
                 d_set = cur_d;
             }
         }
@@ -1349,6 +1431,15 @@ mod tests {
             out
         }
 
+        /// The purge thread counts applied, in order.
+        fn thread_counts(&self) -> Vec<u64> {
+            self.lp
+                .changes(Knob::PurgeThreads)
+                .iter()
+                .map(|c| c.2)
+                .collect()
+        }
+
         /// Direction reversals of a knob's applied changes.
         fn reversals(&self, knob: Knob) -> usize {
             let dirs: Vec<bool> = self
@@ -1683,14 +1774,20 @@ mod tests {
     #[test]
     fn a_delay_that_does_not_slow_dml_is_given_up() {
         // Open-loop arrivals: the DML rate stays at 10 000 rows/s whatever the delay.
+        // The proposals are applied: only a delay the server applies (history above
+        // the lag in effect) can be found to have no effect.
         let mut p = PurgeRate::new(PurgeRateConfig::default());
         let caps = testkit::mysql();
         let base = baseline(4);
+        let mut current = base.clone();
         let mut given_up = None;
         for i in 0..400u64 {
             let mut s = signals_with(3_000_000, 5_000.0, None);
             s.t_ms = 100_000 + i * 1000;
-            let ps = decide(&mut p, &caps, &base, &s);
+            let ps = testkit::propose(&mut p, &caps, &current, &base, &s);
+            for q in &ps {
+                current.insert(q.knob, q.value);
+            }
             let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
             if d.reason.contains("did not slow DML") {
                 assert_eq!(d.intent, Intent::Release);
@@ -1703,7 +1800,10 @@ mod tests {
         for j in 1..590u64 {
             let mut s = signals_with(3_000_000, 5_000.0, None);
             s.t_ms = 100_000 + (i + j) * 1000;
-            let ps = decide(&mut p, &caps, &base, &s);
+            let ps = testkit::propose(&mut p, &caps, &current, &base, &s);
+            for q in &ps {
+                current.insert(q.knob, q.value);
+            }
             let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
             assert_eq!(d.intent, Intent::Release, "{}", d.reason);
         }
@@ -2071,12 +2171,7 @@ mod tests {
             plant.autocommit = autocommit;
             let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
             run.run(600);
-            let threads: Vec<u64> = run
-                .lp
-                .changes(Knob::PurgeThreads)
-                .iter()
-                .map(|c| c.2)
-                .collect();
+            let threads = run.thread_counts();
             assert_eq!(
                 threads,
                 vec![5, 6, 5],
@@ -2092,6 +2187,114 @@ mod tests {
                 "autocommit {autocommit}: the delay runs with the threads that helped"
             );
         }
+    }
+
+    /// MariaDB where purge is bound by the device: 30 000 statements/s offered, four
+    /// threads purging 26 000/s, and no more however many are added; `purgeable`
+    /// undo logs at the start.
+    fn device_bound_plant(purgeable: f64) -> Plant {
+        let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 6_500.0);
+        plant.purge_cap = 26_000.0;
+        plant.purgeable = purgeable;
+        plant
+    }
+
+    /// History heading for its budget on MariaDB, where purge threads do not help
+    /// (the device is the limit): the thread is judged and the threshold armed at
+    /// the budget before history gets there, so history stops at the budget instead
+    /// of running past it while the thread is judged and then draining the overshoot
+    /// over the horizon.
+    #[test]
+    fn mariadb_arms_its_threshold_before_history_reaches_the_budget() {
+        let plant = device_bound_plant(300_000.0);
+        let mut run = Run::new(plant, testkit::mariadb(), 4, PurgeRateConfig::default());
+        let out = run.run(300);
+        let hist: Vec<u64> = run.trace.iter().map(|t| t.0).collect();
+        let crossing = hist.iter().position(|h| *h > 500_000).unwrap_or(hist.len());
+        // The fifth thread was tried and taken back before the crossing.
+        let threads = run.thread_counts();
+        assert_eq!(threads, vec![5, 4], "{threads:?}");
+        let thread_tick = run.trace.iter().position(|t| t.2 == 5).unwrap();
+        assert!(
+            thread_tick < crossing,
+            "thread at {thread_tick} s, crossing at {crossing} s"
+        );
+        // The threshold was set at the budget before the crossing …
+        let armed = out
+            .iter()
+            .position(|(_, ps)| {
+                ps.iter()
+                    .any(|p| p.knob == Knob::MaxPurgeLag && p.intent == Intent::Act)
+            })
+            .expect("no threshold armed");
+        assert!(
+            armed < crossing,
+            "armed at {armed} s, crossing at {crossing} s"
+        );
+        let lag = find(&out[armed].1, Knob::MaxPurgeLag).unwrap();
+        assert_eq!(lag.value, 500_000, "{}", lag.reason);
+        assert!(
+            lag.reason.contains("it reaches the budget in"),
+            "{}",
+            lag.reason
+        );
+        // … at the cost cap (history is not there yet: nothing to drain at full
+        // amplitude), held until history got there (not decayed while the switch
+        // was off) …
+        let a0 = run.trace[armed].3;
+        let top_amp = run.trace.iter().map(|t| t.3).fold(0.0, f64::max);
+        assert!(
+            a0 >= 0.99 * top_amp,
+            "armed at {a0:.0} µs, later up to {top_amp:.0} µs"
+        );
+        let at_crossing = run.trace[crossing.min(hist.len() - 1)].3;
+        assert!(
+            at_crossing >= 0.95 * a0,
+            "amplitude {a0:.0} µs when armed, {at_crossing:.0} µs at the crossing"
+        );
+        // … so history stops at the budget.
+        let top = *hist.iter().max().unwrap();
+        assert!(top <= 510_000, "history up to {top}");
+        for (i, h) in hist[crossing.min(hist.len())..].iter().enumerate() {
+            assert!(
+                (480_000..=510_000).contains(h),
+                "{i} s after the crossing: {h}"
+            );
+        }
+    }
+
+    /// A delay stage started while redo fill held threads back keeps running when the
+    /// gate opens and a thread is tried: history stays on its schedule while the
+    /// thread is judged.
+    #[test]
+    fn a_running_delay_stays_while_a_thread_is_judged() {
+        let mut plant = device_bound_plant(600_000.0);
+        // Redo fill 90 %: the thread stage's gate (80 %) is closed.
+        plant.redo_age = 90;
+        // A cost cap the schedule needs more than, so history stays behind it and a
+        // thread is wanted as soon as the gate lets one in.
+        let cfg = PurgeRateConfig {
+            max_dml_slowdown_pct: 5.0,
+            ..PurgeRateConfig::default()
+        };
+        let mut run = Run::new(plant, testkit::mariadb(), 4, cfg);
+        run.run(60);
+        assert!(
+            run.lp.current[&Knob::MaxPurgeLagDelay] > 0,
+            "no delay with the gate closed"
+        );
+        assert_eq!(run.lp.current[&Knob::PurgeThreads], 4);
+        run.plant.redo_age = 10;
+        run.run(60);
+        let threads = run.thread_counts();
+        assert_eq!(threads, vec![5, 4], "{threads:?}");
+        let released: Vec<_> = run
+            .lp
+            .changes(Knob::MaxPurgeLagDelay)
+            .into_iter()
+            .filter(|c| c.2 == 0)
+            .collect();
+        assert!(released.is_empty(), "the delay was released: {released:?}");
     }
 
     /// Users waiting for free pages: no thread is added, and an added one goes.
