@@ -286,6 +286,9 @@ struct State {
     threads_cap: Option<u64>,
     /// Purge throughput (undo logs/s) measured just before the last thread was added.
     last_add: Option<f64>,
+    /// A thread was added and has not been judged yet (its throughput before may be
+    /// unknown, so `last_add` alone does not say).
+    judging: bool,
     /// When the purge thread count last changed (ms).
     threads_changed_ms: Option<u64>,
     /// The last tick at which users waited for free pages (ms).
@@ -444,6 +447,7 @@ impl PurgeRate {
         self.state.threads_extra = 0;
         self.state.threads_cap = None;
         self.state.last_add = None;
+        self.state.judging = false;
         let mut knobs = vec![Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay];
         if self.stages(input.caps, input.baseline).extra_threads > 0 {
             knobs.push(Knob::PurgeThreads);
@@ -494,7 +498,18 @@ impl PurgeRate {
     /// ratchets to its cap: the twenty-second real-server run, e, held the cost cap
     /// from the first SET to the end, and users' TPS pulsed between 1 200–1 900 and
     /// 2 500–2 900 every 5–6 s as the switch drained each new lag in 2–3 s.
-    fn amplitude(&mut self, input: &PolicyInput<'_>, st: &Stages, y: f64, plan: Plan) -> u64 {
+    ///
+    /// `in_effect` is [`Self::delay_in_effect`] and `cap` [`Self::cap_us`], both
+    /// derived once per tick by `decide`.
+    fn amplitude(
+        &mut self,
+        input: &PolicyInput<'_>,
+        st: &Stages,
+        y: f64,
+        plan: Plan,
+        in_effect: Option<(u64, u64)>,
+        cap: u64,
+    ) -> u64 {
         let Plan {
             drain,
             target,
@@ -503,11 +518,11 @@ impl PurgeRate {
         } = plan;
         let s = input.signals;
         let t = s.t_ms;
-        let cap = self.cap_us(s, st) as f64;
+        let cap = cap as f64;
         let lo = MIN_DELAY_US.min(st.max_delay) as f64;
         let mut behind = false;
         let d = match self.state.amp {
-            None => match Self::delay_in_effect(input).filter(|(_, d)| *d <= st.max_delay) {
+            None => match in_effect.filter(|(_, d)| *d <= st.max_delay) {
                 Some((_, d)) => d as f64,
                 None => {
                     match (row_time_us(s), input.caps.identity.flavor) {
@@ -548,14 +563,17 @@ impl PurgeRate {
                 let h = s.history_len.unwrap_or(reference) as f64;
                 let miss = ((h - reference as f64) / scale).clamp(-1.0, 1.0);
                 behind = miss > 0.0;
-                // History more than a schedule step under the threshold in effect:
-                // the server applies no delay (MariaDB: none while history ≤ the lag),
-                // so the miss says nothing about the amplitude. Held, it is what the
+                // History more than a schedule step under the point where the server's
+                // formula gives the delay in effect a nonzero value (MariaDB: history
+                // above the lag): the server applies none, so the miss says nothing
+                // about the amplitude. Held, it is what the
                 // switch applies when history reaches the threshold; shrinking it at
                 // 5 %/s meanwhile would leave a threshold armed ahead of the budget
                 // ([`APPROACH_S`]) with a fifth of its start by then.
-                let idle =
-                    Self::delay_in_effect(input).is_some_and(|(lag, _)| h + scale < lag as f64);
+                let flavor = input.caps.identity.flavor;
+                let idle = in_effect.is_some_and(|(lag, d)| {
+                    dml_delay_us(flavor, (h + scale) as u64, lag, d, input.current) == 0
+                });
                 let down = if want_now.is_some() {
                     AMP_DOWN_LINE_PER_S
                 } else {
@@ -630,9 +648,9 @@ impl PurgeRate {
     /// DML rate (see [`NO_EFFECT_CAP_SHARE`]). Only seconds in which the server may
     /// apply the delay count (`applied`: history above the lag in effect): a threshold
     /// armed ahead of the budget ([`APPROACH_S`]) leaves the DML rate alone by design.
-    fn authority(&mut self, s: &Signals, st: &Stages, applied: bool) -> bool {
+    fn authority(&mut self, s: &Signals, cap: u64, applied: bool) -> bool {
         let (t, dml) = (s.t_ms, s.dml_rate);
-        let cap = self.cap_us(s, st) as f64;
+        let cap = cap as f64;
         let large = applied
             && self
                 .state
@@ -830,9 +848,10 @@ impl Policy for PurgeRate {
         // just the latest second: the waits come in bursts between the ticks a thread
         // is judged on (fifteenth real-server run, e: 637 waits at 68–71 s, none at
         // 72–74 s, and a seventh thread added at 74 s, then an eighth).
-        if s.free_page_wait_rate
-            .is_some_and(|w| w >= FREE_PAGE_WAITS_PER_S)
-        {
+        let waiting_now = s
+            .free_page_wait_rate
+            .is_some_and(|w| w >= FREE_PAGE_WAITS_PER_S);
+        if waiting_now {
             self.state.waited_ms = Some(s.t_ms);
         }
         let waits = self
@@ -845,6 +864,7 @@ impl Policy for PurgeRate {
             let k = self.state.threads_extra;
             let cap = self.state.threads_cap.unwrap_or(stages.extra_threads);
             // The last thread added, judged once it has had its window.
+            self.state.judging = false;
             let gained = self.state.last_add.take().map(|before| {
                 purge_throughput(s, y).is_some_and(|now| now >= before * (1.0 + MIN_THREAD_GAIN))
             });
@@ -854,10 +874,26 @@ impl Policy for PurgeRate {
                 self.state.threads_changed_ms = Some(s.t_ms);
             } else if over && y > r && k < cap && !waits {
                 self.state.last_add = purge_throughput(s, y);
+                self.state.judging = true;
                 self.state.threads_extra = k + 1;
                 self.state.threads_changed_ms = Some(s.t_ms);
             } else if p < low && y < -floor && k > 0 {
                 self.state.threads_extra = k - 1;
+                self.state.threads_changed_ms = Some(s.t_ms);
+            }
+        } else if thread_stage && waiting_now && self.state.judging {
+            // A thread still being judged goes at the first second users wait for free
+            // pages, not at the end of its window: the waits are the verdict, and each
+            // second more of them is a second users stall. The sixty-first and
+            // sixty-second real-server runs (e) each had one second under half the
+            // median TPS (0.48 ×, 0.37 ×) inside such a window, 4–7 s after the waits
+            // began and before the judging tick took the thread back.
+            let k = self.state.threads_extra;
+            self.state.last_add = None;
+            self.state.judging = false;
+            if k > 0 {
+                self.state.threads_extra = k - 1;
+                self.state.threads_cap = Some(k - 1);
                 self.state.threads_changed_ms = Some(s.t_ms);
             }
         }
@@ -911,12 +947,17 @@ impl Policy for PurgeRate {
         // effect, and on MySQL not while any history is blocked (MySQL delays whether or
         // not purge progresses, so blocked history would be paid for by users).
         let mysql_blocked = flavor == Flavor::MySql && est.blocked > 0;
-        // Whether the server may apply the delay in effect this second: history above
-        // its lag (a threshold armed ahead of the budget is not, until history gets
-        // there).
-        let applied = Self::delay_in_effect(input)
-            .is_some_and(|(lag, _)| s.history_len.is_some_and(|h| h > lag));
-        let authority = self.authority(s, &stages, applied);
+        // The delay pair in effect and the cost cap, derived once for this tick.
+        let in_effect = Self::delay_in_effect(input);
+        let cap = self.cap_us(s, &stages);
+        // Whether the server may apply the delay in effect this second: its formula
+        // gives a nonzero delay at this history (MariaDB: history above the lag, so a
+        // threshold armed ahead of the budget is not, until history gets there).
+        let applied = in_effect.is_some_and(|(lag, d)| {
+            s.history_len
+                .is_some_and(|h| dml_delay_us(flavor, h, lag, d, input.current) > 0)
+        });
+        let authority = self.authority(s, cap, applied);
         // No delay starts while a thread is being judged: it must be judged on purge
         // alone. A delay that already runs stays through a thread added later (the
         // redo gate opening mid-stage): released, it let history run past the
@@ -930,13 +971,13 @@ impl Policy for PurgeRate {
             || !thread_stage
             || delay_running
             || (self.state.threads_extra >= self.state.threads_cap.unwrap_or(stages.extra_threads)
-                && self.state.last_add.is_none());
+                && !self.state.judging);
         // A delay starts only while purge is behind the schedule; once one runs, the
         // integral on the amplitude decides. After a view ends the surge drains faster
         // than any schedule (thirteenth real-server run, f: −36 600 undo logs/s against
         // a target of −2 300/s, and a delay of 146 µs was armed for 3 s of it), and
         // there a delay only slows users.
-        let starting = self.state.amp.is_none() && Self::delay_in_effect(input).is_none();
+        let starting = self.state.amp.is_none() && in_effect.is_none();
         let ahead_of_schedule = starting && y <= r;
         let delay_stage =
             !quiet && authority && !mysql_blocked && threads_done && !ahead_of_schedule;
@@ -1025,14 +1066,13 @@ impl Policy for PurgeRate {
             line,
             want_now,
         };
-        let d = self.amplitude(input, &stages, y, plan);
+        let d = self.amplitude(input, &stages, y, plan, in_effect, cap);
         let mut lag = match flavor {
             Flavor::MariaDb => target,
             // MySQL ramps (history/lag − 0.9995)·10000 µs: the lag that reaches d at the
             // current history, never above the schedule.
             Flavor::MySql => lag_for_delay(flavor, est.history, d, target),
         };
-        let in_effect = Self::delay_in_effect(input);
         let mut d_set = d;
         if let Some((cur_lag, cur_d)) = in_effect {
             // Fewer SETs: a lag within half a lead's drain on MariaDB (so that it moves
@@ -1050,7 +1090,7 @@ impl Policy for PurgeRate {
             if cur_lag.abs_diff(lag) <= slack {
                 lag = cur_lag;
             }
-            if cur_d.abs_diff(d) * 4 <= cur_d && (d < self.cap_us(s, &stages) || cur_d >= d) {
+            if cur_d.abs_diff(d) * 4 <= cur_d && (d < cap || cur_d >= d) {
                 d_set = cur_d;
             }
         }
@@ -2323,21 +2363,34 @@ mod tests {
         // Its window over, users now wait: it goes, and none comes back.
         assert_eq!(at(&mut p, 12, 50.0), 4);
         assert!((13..60).all(|i| at(&mut p, i, 0.0) == 4));
-        // A burst of waits between two judging ticks counts as well: the thread added
-        // at 0 s goes at its judging tick (11 s), though the last second had no waits
-        // and purge ran 12 % faster (which alone would keep it and add another).
+        // A thread being judged goes at the first second users wait, not at its
+        // judging tick (11 s): the thread added at 0 s goes at 4 s, though purge runs
+        // 12 % faster with it (which alone would keep it and add another), and none
+        // comes back once the waits stop.
         let mut p = PurgeRate::new(PurgeRateConfig::default());
         assert_eq!(at(&mut p, 0, 0.0), 5);
-        for i in 1..11 {
-            let w = if (4..7).contains(&i) { 200.0 } else { 0.0 };
-            assert_eq!(at(&mut p, i, w), 5, "tick {i}");
+        for i in 1..4 {
+            assert_eq!(at_rate(&mut p, i, 0.0, 1_000.0), 5, "tick {i}");
         }
         assert_eq!(
-            at_rate(&mut p, 11, 0.0, 1_000.0),
+            at_rate(&mut p, 4, 200.0, 1_000.0),
             4,
-            "a thread kept after a burst of waits"
+            "a thread kept while users waited"
         );
-        assert!((12..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 4));
+        assert!((5..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 4));
+        // A thread that helped is kept at its judging tick and another is tried; waits
+        // then take back only the one being judged, and cap the count there.
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
+        assert_eq!(at(&mut p, 0, 0.0), 5);
+        assert!((1..11).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 5));
+        assert_eq!(
+            at_rate(&mut p, 11, 0.0, 1_000.0),
+            6,
+            "a thread that helped is kept"
+        );
+        // Kept, the next one being judged: waits take that one back at once.
+        assert_eq!(at_rate(&mut p, 12, 200.0, 1_000.0), 5);
+        assert!((13..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 5));
     }
 
     #[test]
