@@ -120,6 +120,11 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
             )
         })
         .collect();
+    let reasons: Vec<String> = decisions
+        .iter()
+        .filter(|d| d["knob"] == "innodb_purge_threads" && d["applied"] == true)
+        .map(|d| format!("{}: {}", d["policy"], d["reason"]))
+        .collect();
     for w in threads.windows(2) {
         let ((t1, f1, to1), (t2, f2, to2)) = (w[0], w[1]);
         let reversed = to1 != f1 && f2 == to1 && to2 == f1;
@@ -127,7 +132,8 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
         // sampling seconds apart may be stamped a few milliseconds less apart.
         assert!(
             !(reversed && t2 - t1 < 4_900),
-            "purge threads flapped: {threads:?}"
+            "purge threads flapped: {threads:?}\n{}",
+            reasons.join("\n")
         );
     }
     // SIGTERM put everything back.
