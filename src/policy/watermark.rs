@@ -345,17 +345,29 @@ impl Watermark {
         }
     }
 
+    /// `dwell_held_ms`: the level's age when `level_dwell` kept it where the fill and
+    /// the hysteresis would have moved it.
     fn purge_threads(
         &self,
         bands: &Bands,
         level: Level,
         pct: f64,
         baseline: Option<u64>,
+        dwell_held_ms: Option<u64>,
     ) -> Proposal {
         let t = bands.threads(level);
         let raw = bands.level_of(pct);
         let mut reason = if raw == level {
             format!("redo fill {pct:.1} % is {}", bands.describe(level))
+        } else if let Some(age_ms) = dwell_held_ms {
+            format!(
+                "redo fill {pct:.1} % is {}, but a bucket is held for {} after a move \
+                 (level_dwell; the last was {:.0} s ago), so the level stays {}",
+                bands.describe(raw),
+                humantime::format_duration(self.cfg.level_dwell),
+                age_ms as f64 / 1000.0,
+                bands.describe(level)
+            )
         } else {
             let (edge, dir) = if raw > level {
                 (bands.upper_edge(level), "above")
@@ -473,10 +485,15 @@ impl Policy for Watermark {
         // sync-flush cliff, is entered and left on the fill alone: held there for a
         // dwell after each spike, purge would lose 30 s of threads to a second at 85 %.
         let mut changed_ms = prev.map_or(t, |s| s.changed_ms);
+        // How long ago the level last moved, when the dwell (not the hysteresis) holds
+        // it: the reason must say which.
+        let mut dwell_held_ms = None;
         if let Some(c) = current {
-            let young = t.saturating_sub(changed_ms) < self.cfg.level_dwell.as_millis() as u64;
+            let age_ms = t.saturating_sub(changed_ms);
+            let young = age_ms < self.cfg.level_dwell.as_millis() as u64;
             if level != c && level != Level::High && c != Level::High && young {
                 level = c;
+                dwell_held_ms = Some(age_ms);
             }
             if level != c {
                 changed_ms = t;
@@ -494,7 +511,7 @@ impl Policy for Watermark {
         let mut out = Vec::new();
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
-            let mut p = self.purge_threads(&bands, level, pct, base);
+            let mut p = self.purge_threads(&bands, level, pct, base, dwell_held_ms);
             if let (Some(e), Some(c)) = (&blocked, current) {
                 p.reason = format!(
                     "a read view blocks purge ({} undo logs blocked, about {} purgeable): its \
@@ -1179,6 +1196,28 @@ mod tests {
         let r = &find(&ps, Knob::PurgeThreads).unwrap().reason;
         assert!(
             r.contains("not yet 2 points above the 20 % boundary"),
+            "{r}"
+        );
+    }
+
+    /// A bucket held by `level_dwell` says so, not that the fill is within the
+    /// hysteresis (the sixty-fourth real-server run's i: "redo fill 14.8 % is not yet 2
+    /// points below the 50 % boundary").
+    #[test]
+    fn a_bucket_held_by_the_dwell_says_so() {
+        let mut w = Watermark::new(published_engage());
+        assert_eq!(threads_at_time(&mut w, 60.0, 0), 2);
+        let r = proposal_at(&mut w, 14.8, 1_000, 6).reason;
+        assert_eq!(
+            r,
+            "redo fill 14.8 % is below the low watermark 20 %, but a bucket is held for 30s \
+             after a move (level_dwell; the last was 6 s ago), so the level stays in bucket 3 \
+             of 4 (50–65 %, watermarks 20–80 %): 2 purge threads"
+        );
+        // Within the hysteresis, the hysteresis is named.
+        let r = proposal_at(&mut w, 49.0, 1_000, 7).reason;
+        assert!(
+            r.contains("not yet 2 points below the 50 % boundary"),
             "{r}"
         );
     }
