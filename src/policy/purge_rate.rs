@@ -284,11 +284,9 @@ struct State {
     /// No more threads above this many extra ones in this episode: the last one added
     /// did not purge faster, or users waited for free pages.
     threads_cap: Option<u64>,
-    /// Purge throughput (undo logs/s) measured just before the last thread was added.
-    last_add: Option<f64>,
-    /// A thread was added and has not been judged yet (its throughput before may be
-    /// unknown, so `last_add` alone does not say).
-    judging: bool,
+    /// `Some` while the last thread added has not been judged yet, holding the purge
+    /// throughput (undo logs/s) measured just before it was added, when known.
+    judging: Option<Option<f64>>,
     /// When the purge thread count last changed (ms).
     threads_changed_ms: Option<u64>,
     /// The last tick at which users waited for free pages (ms).
@@ -420,6 +418,15 @@ impl PurgeRate {
         (cur.0 > 0 && cur.1 > 0 && (Some(cur.0), Some(cur.1)) != base).then_some(cur)
     }
 
+    /// Takes the last thread added back (one must be in use) and adds no more in this
+    /// episode: it did not purge faster, or users waited for free pages.
+    fn take_back_thread(&mut self, t_ms: u64) {
+        let k = self.state.threads_extra - 1;
+        self.state.threads_extra = k;
+        self.state.threads_cap = Some(k);
+        self.state.threads_changed_ms = Some(t_ms);
+    }
+
     /// Hands the given knobs back to their baseline, with one reason.
     fn release(&self, input: &PolicyInput<'_>, why: &str, knobs: &[Knob]) -> Vec<Proposal> {
         let mut out = Vec::new();
@@ -446,8 +453,7 @@ impl PurgeRate {
         }
         self.state.threads_extra = 0;
         self.state.threads_cap = None;
-        self.state.last_add = None;
-        self.state.judging = false;
+        self.state.judging = None;
         let mut knobs = vec![Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay];
         if self.stages(input.caps, input.baseline).extra_threads > 0 {
             knobs.push(Knob::PurgeThreads);
@@ -864,37 +870,29 @@ impl Policy for PurgeRate {
             let k = self.state.threads_extra;
             let cap = self.state.threads_cap.unwrap_or(stages.extra_threads);
             // The last thread added, judged once it has had its window.
-            self.state.judging = false;
-            let gained = self.state.last_add.take().map(|before| {
+            let gained = self.state.judging.take().flatten().map(|before| {
                 purge_throughput(s, y).is_some_and(|now| now >= before * (1.0 + MIN_THREAD_GAIN))
             });
             if k > 0 && (waits || gained == Some(false)) {
-                self.state.threads_extra = k - 1;
-                self.state.threads_cap = Some(k - 1);
-                self.state.threads_changed_ms = Some(s.t_ms);
+                self.take_back_thread(s.t_ms);
             } else if over && y > r && k < cap && !waits {
-                self.state.last_add = purge_throughput(s, y);
-                self.state.judging = true;
+                self.state.judging = Some(purge_throughput(s, y));
                 self.state.threads_extra = k + 1;
                 self.state.threads_changed_ms = Some(s.t_ms);
             } else if p < low && y < -floor && k > 0 {
                 self.state.threads_extra = k - 1;
                 self.state.threads_changed_ms = Some(s.t_ms);
             }
-        } else if thread_stage && waiting_now && self.state.judging {
+        } else if thread_stage && waiting_now && self.state.judging.is_some() {
             // A thread still being judged goes at the first second users wait for free
             // pages, not at the end of its window: the waits are the verdict, and each
             // second more of them is a second users stall. The sixty-first and
             // sixty-second real-server runs (e) each had one second under half the
             // median TPS (0.48 ×, 0.37 ×) inside such a window, 4–7 s after the waits
             // began and before the judging tick took the thread back.
-            let k = self.state.threads_extra;
-            self.state.last_add = None;
-            self.state.judging = false;
-            if k > 0 {
-                self.state.threads_extra = k - 1;
-                self.state.threads_cap = Some(k - 1);
-                self.state.threads_changed_ms = Some(s.t_ms);
+            self.state.judging = None;
+            if self.state.threads_extra > 0 {
+                self.take_back_thread(s.t_ms);
             }
         }
         if stages.extra_threads > 0 && input.caps.settable(Knob::PurgeThreads) {
@@ -971,7 +969,7 @@ impl Policy for PurgeRate {
             || !thread_stage
             || delay_running
             || (self.state.threads_extra >= self.state.threads_cap.unwrap_or(stages.extra_threads)
-                && !self.state.judging);
+                && self.state.judging.is_none());
         // A delay starts only while purge is behind the schedule; once one runs, the
         // integral on the amplitude decides. After a view ends the surge drains faster
         // than any schedule (thirteenth real-server run, f: −36 600 undo logs/s against
