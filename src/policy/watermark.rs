@@ -59,13 +59,19 @@
 //!
 //! [`Signals::users_held`]: crate::signals::Signals::users_held
 //!
-//! **Not while a read view blocks purge.** Purge threads that have nothing to purge
-//! write no redo, so throttling them buys users nothing, and following the fill's
-//! swings only moves threads that stand still (the tenth real-server run's
+//! **Nothing taken while a read view blocks purge.** Purge threads that have nothing
+//! to purge write no redo, so throttling them buys users nothing, and following the
+//! fill's swings only moves threads that stand still (the tenth real-server run's
 //! f_cold_view: 14–21 moves between 1 and 2 threads during the view). While a view at
 //! least 10 s old holds back as much history as purge can still remove
-//! ([`PurgeEstimate::is_blocked`]), the level holds where it was; it follows the fill
-//! again once purge has work.
+//! ([`PurgeEstimate::is_blocked`]), no thread is taken away: the threads in effect (up
+//! to the baseline) are the floor, and a falling fill may give threads back, so purge
+//! has them when the view ends. Holding the level instead (until the sixty-fourth
+//! run) kept what the fill had said before the view: in that run's i high mode took
+//! purge to one thread before the view, the grown log's fill stayed at 3–25 % for the
+//! whole view, and the drain began on one thread, stepped back 1 → 4 over 11 s by the
+//! guard (drain 29–34 s against the static redo's 24–28); in f the policy engaged
+//! during the view and stepped purge 4 → 1 behind it, to be stepped back after it.
 //!
 //! [`PurgeEstimate::is_blocked`]: crate::signals::purge::PurgeEstimate::is_blocked
 //!
@@ -475,10 +481,7 @@ impl Policy for Watermark {
         // run's f: 14–21 moves 1 ↔ 2 a run during the view. The level holds until
         // purge has work again.
         let blocked = estimate(input.signals, BLOCKED_VIEW_AGE).filter(|e| e.is_blocked());
-        let mut level = match (current, &blocked) {
-            (Some(c), Some(_)) => c,
-            _ => bands.next_level(current, pct, self.cfg.hysteresis_pct),
-        };
+        let mut level = bands.next_level(current, pct, self.cfg.hysteresis_pct);
         // A fill that swings tens of points within seconds (the real-server benchmark's
         // purge-bound scenario: 2–87 %) moved threads 17 times a run with hysteresis
         // alone. A bucket is therefore held for `level_dwell`. High mode, the
@@ -512,17 +515,29 @@ impl Policy for Watermark {
         if n.is_some() && input.caps.settable(Knob::PurgeThreads) {
             let base = input.baseline.get(&Knob::PurgeThreads).copied();
             let mut p = self.purge_threads(&bands, level, pct, base, dwell_held_ms);
-            if let (Some(e), Some(c)) = (&blocked, current) {
-                p.reason = format!(
-                    "a read view blocks purge ({} undo logs blocked, about {} purgeable): its \
-                     threads write no redo, so the level holds {} whatever the fill \
-                     ({pct:.1} %): {} {}",
-                    e.blocked,
-                    e.purgeable,
-                    bands.describe(c),
-                    p.value,
-                    threads_word(p.value)
-                );
+            // Blocked, none is taken: the threads in effect (up to the baseline) are
+            // the floor, and the fill may only give threads back, so purge has them
+            // when the view ends.
+            let in_effect = input.current.get(&Knob::PurgeThreads).copied();
+            if let (Some(e), Some(floor)) = (&blocked, in_effect.zip(base).map(|(c, b)| c.min(b)))
+            {
+                if p.value < floor {
+                    p.reason = format!(
+                        "a read view blocks purge ({} undo logs blocked, about {} purgeable): \
+                         its threads write no redo, so none is taken from it: {floor} {} (in \
+                         effect) whatever the fill; unblocked, the buckets would say: {}",
+                        e.blocked,
+                        e.purgeable,
+                        threads_word(floor),
+                        p.reason
+                    );
+                    p.value = floor;
+                    p.intent = if Some(floor) == base {
+                        Intent::Release
+                    } else {
+                        Intent::Act
+                    };
+                }
             }
             if let (false, Some(b)) = (engaged, base) {
                 p.reason = format!(
@@ -915,11 +930,18 @@ mod tests {
 
     /// The purge threads proposal for these signals on a MariaDB with 4 threads.
     fn threads_for(w: &mut Watermark, s: &Signals) -> Proposal {
+        threads_with(w, s, 4)
+    }
+
+    /// [`threads_for`] with `in_effect` purge threads in effect.
+    fn threads_with(w: &mut Watermark, s: &Signals, in_effect: u64) -> Proposal {
         let base = baseline(4, 127);
+        let mut current = base.clone();
+        current.insert(Knob::PurgeThreads, in_effect);
         let input = PolicyInput {
             signals: s,
             caps: &mariadb(),
-            current: &base,
+            current: &current,
             baseline: &base,
         };
         find(&w.decide(&input), Knob::PurgeThreads).unwrap().clone()
@@ -946,16 +968,18 @@ mod tests {
         }
     }
 
-    /// A read view blocks purge (f_cold_view): the fill swings between the buckets
-    /// and high mode, and the threads stay where they were; once the view ends the
-    /// level follows the fill again.
+    /// A read view blocks purge (f_cold_view; i): its threads write no redo, so none
+    /// is taken whatever the fill; a falling fill gives threads back, so purge has them
+    /// when the view ends (the sixty-fourth run's i began its drain on the one thread
+    /// high mode had left before the view). Once the view ends the fill rules again.
     #[test]
-    fn a_blocked_purge_holds_the_level() {
+    fn a_blocked_purge_loses_no_thread() {
         let mut w = Watermark::new(WatermarkConfig {
             level_dwell: Duration::ZERO,
             ..published_engage()
         });
-        let at = |w: &mut Watermark, t: u64, pct: f64, view: Option<u64>| {
+        let mut in_effect = 4;
+        let mut at = |w: &mut Watermark, t: u64, pct: f64, view: Option<u64>| {
             // 1 000 undo logs/s since the old view began: all of it blocked. Without
             // it history stands still (no growth toward the yield limit).
             let rate = if view.is_some_and(|a| a >= 300) {
@@ -967,30 +991,31 @@ mod tests {
                 t_ms: t * 1000,
                 ..signals_with_view(pct, 250_000, rate, view)
             };
-            threads_for(w, &s)
+            let p = threads_with(w, &s, in_effect);
+            in_effect = p.value;
+            p
         };
         assert_eq!(at(&mut w, 0, 90.0, None).value, 1);
+        // Blocked: the fill falls to bucket 2 and gives two threads back.
+        assert_eq!(at(&mut w, 1, 43.0, Some(301)).value, 3);
+        let p = at(&mut w, 2, 87.0, Some(302));
+        assert_eq!((p.value, p.intent), (3, Intent::Act));
         assert_eq!(
-            at(&mut w, 1, 43.0, Some(301)).reason,
+            p.reason,
             "a read view blocks purge (250000 undo logs blocked, about 0 purgeable): its \
-             threads write no redo, so the level holds at or above the high watermark 80 % \
-             whatever the fill (43.0 %): 1 purge thread"
+             threads write no redo, so none is taken from it: 3 purge threads (in effect) \
+             whatever the fill; unblocked, the buckets would say: redo fill 87.0 % is at \
+             or above the high watermark 80 %: 1 purge thread (high mode)"
         );
-        for (t, pct) in [(1, 43.0), (2, 87.0), (3, 55.0), (4, 94.7), (5, 25.0)] {
+        for (t, pct, want) in [(3, 55.0, 3), (4, 94.7, 3), (5, 25.0, 4), (6, 99.0, 4)] {
             let p = at(&mut w, t, pct, Some(300 + t));
-            assert_eq!(p.value, 1, "t={t}: {}", p.reason);
-            assert!(
-                p.reason
-                    .starts_with("a read view blocks purge (250000 undo logs blocked"),
-                "{}",
-                p.reason
-            );
+            assert_eq!(p.value, want, "t={t}: {}", p.reason);
         }
         // A young view is the load's own transaction, not a blocker.
-        assert_eq!(at(&mut w, 6, 43.0, Some(3)).value, 3);
+        assert_eq!(at(&mut w, 7, 43.0, Some(3)).value, 3);
         // The view ends: the fill rules again.
-        assert_eq!(at(&mut w, 7, 90.0, None).value, 1);
-        assert_eq!(at(&mut w, 8, 43.0, None).value, 3);
+        assert_eq!(at(&mut w, 8, 90.0, None).value, 1);
+        assert_eq!(at(&mut w, 9, 43.0, None).value, 3);
     }
 
     /// Sustained redo pressure must not pin purge at few threads forever (MDEV-32050):
@@ -1047,8 +1072,10 @@ mod tests {
     #[test]
     fn purge_debt_heading_for_its_limit_hands_threads_back() {
         let mut w = Watermark::new(no_dwell());
+        // Two threads in effect, what the buckets say at 60 %: a read view that blocks
+        // purge keeps no more than that.
         let growing = |w: &mut Watermark, history: u64, rate: f64, view: Option<u64>| {
-            threads_for(w, &signals_with_view(60.0, history, rate, view))
+            threads_with(w, &signals_with_view(60.0, history, rate, view), 2)
         };
         // 100 k + 1 000/s × 300 s = 400 k: the buckets rule (60 % fill: 2 threads).
         assert_eq!(growing(&mut w, 100_000, 1_000.0, None).value, 2);

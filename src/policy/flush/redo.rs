@@ -8,10 +8,12 @@
 //! `redo_grow_fill_pct` (95 %: the maximum checkpoint age) for `redo_grow_after` (20 s)
 //! of a pressure episode (f at or above the target; the seconds need not be in one
 //! stay) while flushing can do no more (the device's limit, or past the async point),
-//! the grow is armed — at the first tick at the maximum when the log holds less than
-//! `redo_min_span` (20 s) of the episode's demand (too small whatever the wait) and
-//! the episode has lasted [`SPAN_SUSTAIN_MS`] (not a start-up transient), and
-//! then proposed at once, before users are held; armed by the seconds, it is proposed
+//! the grow is armed — when the log holds less than `redo_min_span` (20 s) of the
+//! episode's demand (too small whatever the wait), once the episode has lasted
+//! [`SPAN_SUSTAIN_MS`] (not a start-up transient), at the first tick at the maximum or,
+//! once the fill has touched it, at any tick while the users' rate still spans less
+//! (a sawing fill), and then proposed at once, before users are held; armed by the
+//! seconds, it is proposed
 //! at the first lull (fill falling), as soon as users are held, or after
 //! `redo_lull_wait`, whichever comes first ([`GrowSend`]): growing the redo
 //! (innodb_log_file_size on MariaDB ≥ 10.9, innodb_redo_log_capacity on MySQL ≥
@@ -219,6 +221,14 @@ pub(super) struct Episode {
     since_ms: u64,
 }
 
+impl Episode {
+    /// Whether the fill has been at or above `redo_grow_fill_pct` at some tick of the
+    /// episode.
+    fn touched_max(&self) -> bool {
+        self.was_at_max || self.at_max_s > 0.0
+    }
+}
+
 impl Flush {
     /// The largest redo size the recovery-time budget allows, when measured: the age
     /// [`recovery_age_bound`] allows over the sync point's share of the capacity.
@@ -363,17 +373,31 @@ impl Flush {
         // the wait is a second users spend throttled at the maximum (the
         // forty-second real-server run's i: 32 MiB against about 25 MB/s, a span of
         // about 1 s; the grow came 51–65 s in, and those seconds at 32 MiB were all
-        // of the gap to a static 256 MiB). At the maximum it arms at once, once the
-        // episode has lasted `SPAN_SUSTAIN_MS`.
+        // of the gap to a static 256 MiB). It arms at once, once the episode has lasted
+        // `SPAN_SUSTAIN_MS`: at a tick at the maximum, or at any tick once the fill has
+        // touched the maximum in the episode while the users' rate now still spans
+        // less than `redo_min_span`. The fill saws under a log that small (MariaDB's
+        // flush-ahead pulls it back under 95 % every few seconds), and waiting for a
+        // tick at the maximum after the 5 s put the grow 11–20 s in (the sixty-fourth
+        // run's i, fill 88–100 %; the forty-sixth, before `SPAN_SUSTAIN_MS`, 2–7 s). The
+        // rate now tells a sawtooth from e's start-up transient, whose 44 MB/s were
+        // gone (about 1 MB/s, a span of 80 s) by the time the episode had lasted 5 s.
+        // Held at the maximum the rate is the held one, not the users': there the tick
+        // at the maximum arms it, as before.
         let span_s = self.span_s(s);
+        let min_span = self.cfg.redo_min_span.as_secs_f64();
         let sustained = self
             .state
             .episode
             .is_some_and(|e| t.saturating_sub(e.since_ms) >= SPAN_SUSTAIN_MS);
+        let sawing = self.state.episode.is_some_and(|e| e.touched_max())
+            && lsn
+                .zip(s.sample.redo.sync_point)
+                .is_some_and(|(r, sp)| r > 0.0 && (sp as f64) / r < min_span);
         let short = self.state.grown_from.is_none()
-            && fill >= grow
+            && (fill >= grow || sawing)
             && sustained
-            && span_s.is_some_and(|x| x < self.cfg.redo_min_span.as_secs_f64());
+            && span_s.is_some_and(|x| x < min_span);
         let long_enough = at_max_ms >= self.cfg.redo_grow_after.as_millis() as u64;
         if (long_enough || short) && at_ceiling && self.state.armed_at.is_none() {
             self.state.armed_at = Some(t);
@@ -988,6 +1012,34 @@ mod tests {
             ..resize_config()
         });
         let ticks = (0..=12).map(|t| climb(t, 25e6));
+        assert_eq!(first_grow(&mut f, &caps, &cur, ticks), None);
+    }
+
+    /// Under a log that spans seconds the fill saws: MariaDB's flush-ahead pulls it
+    /// back under the maximum every few seconds, so 5 s into the episode the tick is
+    /// as likely under 95 % as at it (the sixty-fourth real-server run's i: 97 % as the
+    /// episode began, then 88–95 %, the grow 11–20 s in). Once the fill has touched the
+    /// maximum in the episode and the users' rate still spans seconds, the grow arms
+    /// at the first tick 5 s in, wherever the fill is in its saw.
+    #[test]
+    fn a_sawing_fill_grows_once_the_episode_has_lasted() {
+        let caps = testkit::mariadb();
+        let cur = at_100_mib();
+        let fills = [0.5, 0.97, 0.96, 0.92, 0.90, 0.88, 0.945, 0.92, 0.88, 0.93, 0.91];
+        let ticks = (0..=10).map(|t| {
+            let lsn = if t % 3 == 0 { 9e6 } else { 14e6 };
+            with_lsn(signals(t, fills[t as usize], 0.0, 2_000.0), lsn)
+        });
+        let mut f = Flush::new(resize_config());
+        let (t, p) = first_grow(&mut f, &caps, &cur, ticks).expect("a redo grow");
+        assert_eq!(t, 6, "5 s after the fill reached the target: {}", p.reason);
+        assert!(p.reason.contains("of the users' 14.0 MB/s"), "{}", p.reason);
+        // The same saw without a touch of the maximum: nothing to grow for yet.
+        let ticks = (0..=10).map(|t| {
+            let fill = fills[t as usize].min(0.94);
+            with_lsn(signals(t, fill, 0.0, 2_000.0), 14e6)
+        });
+        let mut f = Flush::new(resize_config());
         assert_eq!(first_grow(&mut f, &caps, &cur, ticks), None);
     }
 
