@@ -88,7 +88,9 @@
 //! server's async point) and stays engaged for `engage_hold` (10 min) after it was last
 //! there; until then purge keeps its baseline threads (a `Release`). 0 = always engaged
 //! (as published). The first climb to the cliff is the server's own; what the
-//! published algorithm adds (fewer threads on the next ones) is kept.
+//! published algorithm adds (fewer threads on the next ones) is kept. The engagement
+//! belongs to the log it was seen in: once the redo capacity has grown past it (the
+//! flush policy's grow), the fill must reach `engage_fill_pct` of the larger log.
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
 //! [`estimate`]: crate::signals::purge::estimate
@@ -252,6 +254,9 @@ pub struct Watermark {
     /// When the fill was last at or above `engage_fill_pct` (ms): the policy is engaged
     /// for `engage_hold` after it.
     engaged_at_ms: Option<u64>,
+    /// The redo capacity (bytes) the fill was at `engage_fill_pct` of, when known: a
+    /// larger log since voids the engagement.
+    engaged_capacity: Option<u64>,
     /// When users were last held at the maximum checkpoint age (ms): one thread
     /// stays in high mode for `level_dwell` after it, whatever the debt.
     held_at_ms: Option<u64>,
@@ -265,19 +270,33 @@ impl Watermark {
             state: None,
             yielding: false,
             engaged_at_ms: None,
+            engaged_capacity: None,
             held_at_ms: None,
         }
     }
 
     /// Whether the fill has reached `engage_fill_pct` within the last `engage_hold`
-    /// (always, when `engage_fill_pct` is 0).
-    fn engaged(&mut self, t_ms: u64, pct: f64) -> bool {
+    /// (always, when `engage_fill_pct` is 0), of a redo log no smaller than the one in
+    /// use (`capacity`, when known).
+    fn engaged(&mut self, t_ms: u64, pct: f64, capacity: Option<u64>) -> bool {
         let at = self.cfg.engage_fill_pct;
         if at <= 0.0 {
             return true;
         }
         if pct >= at {
             self.engaged_at_ms = Some(t_ms);
+            self.engaged_capacity = capacity;
+        } else if let (Some(was), Some(now)) = (self.engaged_capacity, capacity) {
+            // The log has grown since (the flush policy's grow, or a DBA's): that the
+            // server could not hold the age in the smaller one says nothing of the
+            // larger, whose fill must reach the cliff again. The sixty-fourth and
+            // sixty-fifth runs' i: engaged by the 32 MiB log at the start, the buckets
+            // took a purge thread at 38 % of the 1 056 MiB it grew to, for 30 s of
+            // the drain.
+            if now > was {
+                self.engaged_at_ms = None;
+                self.engaged_capacity = None;
+            }
         }
         let hold = self.cfg.engage_hold.as_millis() as u64;
         self.engaged_at_ms
@@ -508,7 +527,7 @@ impl Policy for Watermark {
             changed_ms,
         });
 
-        let engaged = self.engaged(t, pct);
+        let engaged = self.engaged(t, pct, input.signals.sample.redo.capacity);
         let debt = self.debt_over_limit(input);
         let held = self.held_recently(t, input.signals.users_held);
         let mut out = Vec::new();
@@ -600,6 +619,7 @@ impl Policy for Watermark {
         self.yielding = false;
         // A restarted or reconnected server has shown nothing yet.
         self.engaged_at_ms = None;
+        self.engaged_capacity = None;
         self.held_at_ms = None;
     }
 }
@@ -839,6 +859,31 @@ mod tests {
         assert_eq!(proposal_at(&mut w, 85.0, 100_000, 801).value, 1);
         w.reset();
         assert_eq!(proposal_at(&mut w, 85.0, 100_000, 802).value, 4);
+    }
+
+    /// The engagement belongs to the log it was seen in (the sixty-fifth run's i:
+    /// engaged by a 32 MiB log, the buckets took a purge thread at 38 % of the
+    /// 1 056 MiB it grew to): a larger log must reach the cliff again; a smaller one
+    /// (a shrink) keeps it.
+    #[test]
+    fn a_grown_log_must_reach_the_cliff_again() {
+        let mut w = Watermark::new(WatermarkConfig {
+            level_dwell: Duration::ZERO,
+            ..WatermarkConfig::default()
+        });
+        let at = |w: &mut Watermark, t: u64, pct: f64, mib: u64| {
+            let mut s = signals_with_view(pct, 100_000, 0.0, None);
+            s.t_ms = t * 1000;
+            s.sample.redo.capacity = Some(mib << 20);
+            threads_for(w, &s)
+        };
+        assert_eq!(at(&mut w, 0, 99.0, 32).value, 1);
+        assert_eq!(at(&mut w, 1, 60.0, 32).value, 2);
+        let p = at(&mut w, 2, 38.0, 1056);
+        assert_eq!((p.value, p.intent), (4, Intent::Release), "{}", p.reason);
+        // Shrunk back: the grown log's cliff engages, and the smaller one keeps it.
+        assert_eq!(at(&mut w, 3, 96.0, 1056).value, 1);
+        assert_eq!(at(&mut w, 4, 60.0, 32).value, 2);
     }
 
     /// Where purge threads are read-only (MySQL), high mode's smaller batch waits for
