@@ -9,7 +9,9 @@
 //!
 //! Checks run in a fixed order, and the first that refuses decides the verdict:
 //! operator-owned → `manage = false` → not settable on this server → clip into the
-//! effective bounds → step limit → no change → dwell → rate limit.
+//! effective bounds → step limit → no change → dwell → rate limit. A policy's retract
+//! of its own last change ([`Guard::review_retract`]) back to the value before it is not
+//! held by the dwell, once per change.
 //!
 //! Bounds win over the step limit: a value outside the effective bounds is never
 //! applied. When the value in effect is itself outside them (a DBA's baseline), the
@@ -104,6 +106,14 @@ fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
 
+/// The value a knob had before innopilot's last change of it, and when the change
+/// before that one came.
+#[derive(Debug, Clone, Copy)]
+struct UndoPoint {
+    value: u64,
+    prior_change_ms: Option<u64>,
+}
+
 /// Safety rules between the arbiter and the actuator, and the state they need.
 #[derive(Debug, Clone)]
 pub struct Guard {
@@ -111,6 +121,8 @@ pub struct Guard {
     max_sets_per_minute: u32,
     /// When each knob was last changed by innopilot (monotonic ms).
     last_change_ms: BTreeMap<Knob, u64>,
+    /// What innopilot's last change of each knob may be undone to by a retract.
+    undo_point: BTreeMap<Knob, UndoPoint>,
     /// Times of SETs in the rate window, all knobs together.
     recent_sets_ms: VecDeque<u64>,
     operator: BTreeMap<Knob, OperatorOwned>,
@@ -122,6 +134,7 @@ impl Guard {
             limits,
             max_sets_per_minute,
             last_change_ms: BTreeMap::new(),
+            undo_point: BTreeMap::new(),
             recent_sets_ms: VecDeque::new(),
             operator: BTreeMap::new(),
         }
@@ -166,6 +179,39 @@ impl Guard {
         proposed: u64,
         current: u64,
         cap: Option<&KnobCap>,
+    ) -> Verdict {
+        self.check(now_ms, knob, proposed, current, cap, false)
+    }
+
+    /// [`Guard::review`] for a policy's retract of its own last change
+    /// ([`Intent::Retract`]): every rule holds, except that a value equal to the one
+    /// before innopilot's last change of the knob is not held by `min_dwell`. The dwell
+    /// damps flapping; an undo that users are paying for now should not wait for it
+    /// (the sixty-fifth real-server run's e: a sixth purge thread, users waiting for
+    /// free pages the next second, TPS at 0.05–0.38 × the median for four seconds, and
+    /// the take-back refused for `min_dwell`). Each change allows at most one such
+    /// undo, which is itself a change the dwell then holds.
+    ///
+    /// [`Intent::Retract`]: crate::policy::Intent::Retract
+    pub fn review_retract(
+        &self,
+        now_ms: u64,
+        knob: Knob,
+        proposed: u64,
+        current: u64,
+        cap: Option<&KnobCap>,
+    ) -> Verdict {
+        self.check(now_ms, knob, proposed, current, cap, true)
+    }
+
+    fn check(
+        &self,
+        now_ms: u64,
+        knob: Knob,
+        proposed: u64,
+        current: u64,
+        cap: Option<&KnobCap>,
+        retract: bool,
     ) -> Verdict {
         if let Some(o) = self.operator.get(&knob) {
             return Verdict::reject(
@@ -265,7 +311,24 @@ impl Guard {
 
         if let Some(last) = self.last_change_ms.get(&knob) {
             let elapsed = now_ms.saturating_sub(*last);
-            if Duration::from_millis(elapsed) < lim.min_dwell {
+            // Only a change that itself waited its dwell can be undone early: an
+            // early undo cannot be undone early in turn, so a knob changes at most
+            // twice within one dwell.
+            let undo = retract
+                && self.undo_point.get(&knob).is_some_and(|u| {
+                    u.value == value
+                        && u.prior_change_ms.is_none_or(|p| {
+                            Duration::from_millis(last.saturating_sub(p)) >= lim.min_dwell
+                        })
+                });
+            if undo && Duration::from_millis(elapsed) < lim.min_dwell {
+                notes.push(format!(
+                    "a retract: back to {value}, the value before innopilot's change {} \
+                     ago, not held by min_dwell {}",
+                    secs(elapsed),
+                    humantime::format_duration(lim.min_dwell),
+                ));
+            } else if Duration::from_millis(elapsed) < lim.min_dwell {
                 return Verdict::reject(
                     RejectKind::Dwell,
                     format!(
@@ -314,10 +377,17 @@ impl Guard {
         format!("next slot in {}", secs(wait))
     }
 
-    /// Called when a value was applied (or, in dry-run, would have been): starts the
-    /// dwell, counts toward the rate limit.
-    pub fn record_applied(&mut self, now_ms: u64, knob: Knob) {
-        self.last_change_ms.insert(knob, now_ms);
+    /// Called when a value was applied (or, in dry-run, would have been) over `from`:
+    /// starts the dwell, counts toward the rate limit.
+    pub fn record_applied(&mut self, now_ms: u64, knob: Knob, from: u64) {
+        let prior_change_ms = self.last_change_ms.insert(knob, now_ms);
+        self.undo_point.insert(
+            knob,
+            UndoPoint {
+                value: from,
+                prior_change_ms,
+            },
+        );
         // Prune here rather than in `review`, which only reads.
         self.recent_sets_ms
             .retain(|t| now_ms.saturating_sub(*t) < RATE_WINDOW_MS);
@@ -545,7 +615,7 @@ mod tests {
     fn no_change_keeps_notes_and_skips_dwell_and_rate() {
         let mut g = guard(lim(1, 8, 1, 5), 1);
         let c = cap(Some(1), Some(32));
-        g.record_applied(0, K);
+        g.record_applied(0, K, 4);
         assert_eq!(
             g.review(100, K, 8, 8, Some(&c)),
             Verdict::NoChange { notes: vec![] }
@@ -561,7 +631,7 @@ mod tests {
     fn dwell() {
         let mut g = guard(lim(1, 32, 4, 5), 30);
         let c = cap(Some(1), Some(32));
-        g.record_applied(10_000, K);
+        g.record_applied(10_000, K, 4);
         let v = g.review(13_000, K, 6, 4, Some(&c));
         assert_eq!(reject_kind(&v), Some(RejectKind::Dwell));
         assert!(
@@ -577,12 +647,55 @@ mod tests {
         assert_eq!(g.review(15_000, K, 6, 4, Some(&c)).value(), Some(6));
     }
 
+    /// A policy's retract of its own last change is not held by the dwell when it puts
+    /// the knob back to the value before that change, once: the undo itself is held,
+    /// and so is a retract to any other value, or of a change that skipped the dwell.
+    /// The rate limit still holds.
+    #[test]
+    fn a_retract_skips_the_dwell_once() {
+        let mut g = guard(lim(1, 32, 4, 5), 30);
+        let c = cap(Some(1), Some(32));
+        g.record_applied(0, K, 5);
+        g.record_applied(10_000, K, 4);
+        let v = g.review_retract(11_000, K, 4, 6, Some(&c));
+        let Verdict::Apply { value: 4, notes } = v else {
+            panic!("{v:?}")
+        };
+        assert!(
+            notes[0]
+                .starts_with("a retract: back to 4, the value before innopilot's change 1.0 s ago"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            reject_kind(&g.review(11_000, K, 4, 6, Some(&c))),
+            Some(RejectKind::Dwell)
+        );
+        assert_eq!(
+            reject_kind(&g.review_retract(11_000, K, 5, 6, Some(&c))),
+            Some(RejectKind::Dwell)
+        );
+        // Undone: the undo is a change like any other, and cannot be undone early.
+        g.record_applied(11_000, K, 6);
+        assert_eq!(
+            reject_kind(&g.review_retract(12_000, K, 6, 4, Some(&c))),
+            Some(RejectKind::Dwell)
+        );
+        assert_eq!(g.review(16_000, K, 6, 4, Some(&c)).value(), Some(6));
+        // The rate limit holds for a retract too.
+        let mut g = guard(lim(1, 32, 4, 5), 1);
+        g.record_applied(10_000, K, 4);
+        assert_eq!(
+            reject_kind(&g.review_retract(11_000, K, 4, 6, Some(&c))),
+            Some(RejectKind::RateLimit)
+        );
+    }
+
     #[test]
     fn rate_limit_over_a_rolling_minute() {
         let mut g = guard(lim(1, 32, 4, 0), 2);
         let c = cap(Some(1), Some(32));
-        g.record_applied(0, Knob::IoCapacity);
-        g.record_applied(20_000, Knob::PurgeBatchSize);
+        g.record_applied(0, Knob::IoCapacity, 4);
+        g.record_applied(20_000, Knob::PurgeBatchSize, 4);
         let v = g.review(30_000, K, 6, 4, Some(&c));
         assert_eq!(reject_kind(&v), Some(RejectKind::RateLimit));
         let r = reason(&v);
@@ -598,7 +711,7 @@ mod tests {
     fn reload_keeps_history() {
         let mut g = guard(lim(1, 32, 4, 5), 1);
         let c = cap(Some(1), Some(32));
-        g.record_applied(0, K);
+        g.record_applied(0, K, 4);
         let limits = Knob::ALL.iter().map(|k| (*k, lim(1, 32, 4, 0))).collect();
         g.set_limits(limits, 1);
         assert_eq!(g.max_sets_per_minute(), 1);
@@ -701,7 +814,7 @@ mod tests {
                 now += dt;
                 let knob = Knob::ALL[ki];
                 if let Verdict::Apply { .. } = g.review(now, knob, proposed, current, Some(&c)) {
-                    g.record_applied(now, knob);
+                    g.record_applied(now, knob, current);
                     applied.push((now, ki));
                 }
             }

@@ -908,7 +908,7 @@ impl<S: Server> Controller<S> {
     ) -> Result<(), ControlError> {
         match result {
             Ok(applied) => {
-                self.guard.record_applied(signals.t_ms, knob);
+                self.guard.record_applied(signals.t_ms, knob, from);
                 self.expected.insert(knob, applied.readback);
                 let outcome = if self.opts.dry_run {
                     Outcome::DryRun
@@ -987,7 +987,7 @@ impl<S: Server> Controller<S> {
         }
         // Under way: the dwell counts from now, and the policies see the value asked
         // for, so that they do not ask again.
-        self.guard.record_applied(signals.t_ms, knob);
+        self.guard.record_applied(signals.t_ms, knob, from);
         self.expected.insert(knob, to);
         tracing::info!(%knob, from, to, "started on a session of its own; sampling goes on meanwhile");
         self.in_flight = Some(InFlight {

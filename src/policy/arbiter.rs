@@ -45,7 +45,7 @@ impl Decision {
 
 fn rank(p: &Proposal) -> (u8, u8, u8) {
     let intent = match p.intent {
-        Intent::Act => 0,
+        Intent::Act | Intent::Retract => 0,
         Intent::Release => 1,
     };
     (intent, p.policy.priority(), p.policy.tie_break())

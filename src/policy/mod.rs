@@ -90,6 +90,11 @@ pub enum Intent {
     /// The policy no longer needs the knob and suggests its baseline value; any
     /// `Act` proposal from another policy wins over a `Release`, whatever the priority.
     Release,
+    /// The policy takes back its own last change of the knob because users are paying
+    /// for it now (purge_rate: a purge thread being judged, at the first second users
+    /// wait for free pages). Weighed as an `Act`; the guard lets it through `min_dwell`
+    /// when it puts the knob back to the value before innopilot's last change of it.
+    Retract,
 }
 
 /// One policy's wish for one knob.
@@ -263,7 +268,7 @@ pub(crate) mod testkit {
             };
             let plan = plan(policies.iter_mut().map(|p| &mut **p), &input, &self.guard);
             for c in &plan.changes {
-                self.guard.record_applied(signals.t_ms, c.knob);
+                self.guard.record_applied(signals.t_ms, c.knob, c.from);
                 self.current.insert(c.knob, c.to);
                 self.applied.push((signals.t_ms, c.knob, c.from, c.to));
             }

@@ -289,6 +289,9 @@ struct State {
     judging: Option<Option<f64>>,
     /// When the purge thread count last changed (ms).
     threads_changed_ms: Option<u64>,
+    /// A thread was taken back at the first free-page wait and is still in effect: the
+    /// proposal is a retract ([`Intent::Retract`]), which the guard's dwell does not hold.
+    retracting: bool,
     /// The last tick at which users waited for free pages (ms).
     waited_ms: Option<u64>,
     /// Whether redo fill lets purge threads be raised (with hysteresis).
@@ -893,6 +896,7 @@ impl Policy for PurgeRate {
             self.state.judging = None;
             if self.state.threads_extra > 0 {
                 self.take_back_thread(s.t_ms);
+                self.state.retracting = true;
             }
         }
         if stages.extra_threads > 0 && input.caps.settable(Knob::PurgeThreads) {
@@ -908,7 +912,19 @@ impl Policy for PurgeRate {
             } else {
                 let k = self.state.threads_extra;
                 let t = base + k;
-                let intent = if k == 0 { Intent::Release } else { Intent::Act };
+                // The take-back at the first free-page wait comes a second or two after
+                // the add, inside the guard's dwell: as a retract it is not held there
+                // (the sixty-fifth real-server run's e: refused for 5 s while TPS sat
+                // at 0.05–0.38 × the median). Until it is in effect.
+                let in_effect = input.current.get(&Knob::PurgeThreads).copied();
+                self.state.retracting &= in_effect.is_some_and(|c| c > t);
+                let intent = if self.state.retracting {
+                    Intent::Retract
+                } else if k == 0 {
+                    Intent::Release
+                } else {
+                    Intent::Act
+                };
                 let capped = match self.state.threads_cap {
                     Some(c) if c < stages.extra_threads => format!(
                         "; no more than {}: a thread more did not purge at least {:.0} % \
@@ -2389,6 +2405,66 @@ mod tests {
         // Kept, the next one being judged: waits take that one back at once.
         assert_eq!(at_rate(&mut p, 12, 200.0, 1_000.0), 5);
         assert!((13..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 5));
+    }
+
+    /// The take-back at the first free-page wait comes inside the guard's dwell of the
+    /// add: it is proposed as a retract until it is in effect, and the controller's
+    /// planning step applies it at once (the sixty-fifth real-server run's e: refused
+    /// for 5 s while TPS sat at 0.05–0.38 × the median).
+    #[test]
+    fn the_take_back_at_the_first_wait_is_not_held_by_the_dwell() {
+        let caps = testkit::mariadb();
+        let base = baseline(4);
+        let cfg = crate::config::Config::default();
+        let mut guard =
+            crate::control::guard::Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
+        let mut p = PurgeRate::new(PurgeRateConfig::default());
+        let mut current = base.clone();
+        let mut applied = Vec::new();
+        for (i, waits) in [
+            (0, 0.0),
+            (1, 0.0),
+            (2, 0.0),
+            (3, 200.0),
+            (4, 200.0),
+            (5, 0.0),
+        ] {
+            let mut s = signals_with(900_000, if i == 0 { 2_000.0 } else { 1_000.0 }, None);
+            s.t_ms = 100_000 + i * 1000;
+            s.free_page_wait_rate = Some(waits);
+            let input = PolicyInput {
+                signals: &s,
+                caps: &caps,
+                current: &current,
+                baseline: &base,
+            };
+            let plan = crate::control::plan::plan(std::iter::once(&mut p), &input, &guard);
+            for c in plan.changes.iter().filter(|c| c.knob == Knob::PurgeThreads) {
+                guard.record_applied(s.t_ms, c.knob, c.from);
+                current.insert(c.knob, c.to);
+                applied.push((i, c.from, c.to, c.decision.winner.intent, c.notes.clone()));
+            }
+        }
+        assert_eq!(applied.len(), 2, "{applied:?}");
+        assert_eq!(
+            (applied[0].0, applied[0].1, applied[0].2),
+            (0, 4, 5),
+            "{applied:?}"
+        );
+        let (i, from, to, intent, notes) = &applied[1];
+        assert_eq!((*i, *from, *to, *intent), (3, 5, 4, Intent::Retract));
+        assert!(
+            notes.iter().any(|n| n.starts_with("a retract: back to 4")),
+            "{notes:?}"
+        );
+        // In effect: a plain proposal again.
+        let mut s = signals_with(900_000, 1_000.0, None);
+        s.t_ms = 106_000;
+        let ps = decide(&mut p, &caps, &current, &s);
+        assert_eq!(
+            find(&ps, Knob::PurgeThreads).map(|q| q.intent),
+            Some(Intent::Release)
+        );
     }
 
     #[test]

@@ -538,8 +538,7 @@ impl Policy for Watermark {
             // the floor, and the fill may only give threads back, so purge has them
             // when the view ends.
             let in_effect = input.current.get(&Knob::PurgeThreads).copied();
-            if let (Some(e), Some(floor)) = (&blocked, in_effect.zip(base).map(|(c, b)| c.min(b)))
-            {
+            if let (Some(e), Some(floor)) = (&blocked, in_effect.zip(base).map(|(c, b)| c.min(b))) {
                 if p.value < floor {
                     p.reason = format!(
                         "a read view blocks purge ({} undo logs blocked, about {} purgeable): \

@@ -1025,7 +1025,9 @@ mod tests {
     fn a_sawing_fill_grows_once_the_episode_has_lasted() {
         let caps = testkit::mariadb();
         let cur = at_100_mib();
-        let fills = [0.5, 0.97, 0.96, 0.92, 0.90, 0.88, 0.945, 0.92, 0.88, 0.93, 0.91];
+        let fills = [
+            0.5, 0.97, 0.96, 0.92, 0.90, 0.88, 0.945, 0.92, 0.88, 0.93, 0.91,
+        ];
         let ticks = (0..=10).map(|t| {
             let lsn = if t % 3 == 0 { 9e6 } else { 14e6 };
             with_lsn(signals(t, fills[t as usize], 0.0, 2_000.0), lsn)
