@@ -6,6 +6,7 @@
 
 use innopilot::config::Config;
 use innopilot::control::guard::{Guard, RejectKind, Verdict};
+use innopilot::policy::Intent;
 use innopilot::server::dsn::{parse_defaults, parse_dsn};
 use innopilot::server::flavor::{
     build_knob_caps, signal_sources, HistorySource, RedoSource, ReplicaSource, ServerIdentity,
@@ -144,7 +145,7 @@ fn unknown_versions_are_observed_but_never_changed() {
         let _ = signal_sources(&id, UndoSource::Unknown, ReplicaSource::NotReplica);
         let guard = Guard::new(Config::default().knobs, 600);
         for knob in Knob::ALL {
-            match guard.review(0, knob, 20, 10, caps.get(&knob)) {
+            match guard.review(0, knob, 20, 10, caps.get(&knob), Intent::Act) {
                 Verdict::Reject { kind, .. } => {
                     assert!(
                         matches!(kind, RejectKind::NotSettable | RejectKind::NotManaged),

@@ -10,8 +10,8 @@
 //! Checks run in a fixed order, and the first that refuses decides the verdict:
 //! operator-owned → `manage = false` → not settable on this server → clip into the
 //! effective bounds → step limit → no change → dwell → rate limit. A policy's retract
-//! of its own last change ([`Guard::review_retract`]) back to the value before it is not
-//! held by the dwell, once per change.
+//! of its own last change ([`Intent::Retract`]) back to the value before it is not held by
+//! the dwell, once per change.
 //!
 //! Bounds win over the step limit: a value outside the effective bounds is never
 //! applied. When the value in effect is itself outside them (a DBA's baseline), the
@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::KnobLimits;
+use crate::policy::Intent;
 use crate::server::{Knob, KnobCap};
 
 /// The rate limit's rolling window.
@@ -172,6 +173,15 @@ impl Guard {
     /// Reviews one proposed value. `now_ms` is the monotonic time from Signals (never
     /// read a clock). `current` is the value in effect; `cap` is what the server lets
     /// innopilot do with the knob (`None` if it was not probed).
+    ///
+    /// `intent` is the winning proposal's. A policy's retract of its own last change
+    /// ([`Intent::Retract`]) is held by every rule except that a value equal to the one
+    /// before innopilot's last change of the knob is not held by `min_dwell`. The dwell
+    /// damps flapping; an undo that users are paying for now should not wait for it
+    /// (the sixty-fifth real-server run's e: a sixth purge thread, users waiting for
+    /// free pages the next second, TPS at 0.05–0.38 × the median for four seconds, and
+    /// the take-back refused for `min_dwell`). Each change allows at most one such
+    /// undo, which is itself a change the dwell then holds.
     pub fn review(
         &self,
         now_ms: u64,
@@ -179,39 +189,7 @@ impl Guard {
         proposed: u64,
         current: u64,
         cap: Option<&KnobCap>,
-    ) -> Verdict {
-        self.check(now_ms, knob, proposed, current, cap, false)
-    }
-
-    /// [`Guard::review`] for a policy's retract of its own last change
-    /// ([`Intent::Retract`]): every rule holds, except that a value equal to the one
-    /// before innopilot's last change of the knob is not held by `min_dwell`. The dwell
-    /// damps flapping; an undo that users are paying for now should not wait for it
-    /// (the sixty-fifth real-server run's e: a sixth purge thread, users waiting for
-    /// free pages the next second, TPS at 0.05–0.38 × the median for four seconds, and
-    /// the take-back refused for `min_dwell`). Each change allows at most one such
-    /// undo, which is itself a change the dwell then holds.
-    ///
-    /// [`Intent::Retract`]: crate::policy::Intent::Retract
-    pub fn review_retract(
-        &self,
-        now_ms: u64,
-        knob: Knob,
-        proposed: u64,
-        current: u64,
-        cap: Option<&KnobCap>,
-    ) -> Verdict {
-        self.check(now_ms, knob, proposed, current, cap, true)
-    }
-
-    fn check(
-        &self,
-        now_ms: u64,
-        knob: Knob,
-        proposed: u64,
-        current: u64,
-        cap: Option<&KnobCap>,
-        retract: bool,
+        intent: Intent,
     ) -> Verdict {
         if let Some(o) = self.operator.get(&knob) {
             return Verdict::reject(
@@ -314,7 +292,7 @@ impl Guard {
             // Only a change that itself waited its dwell can be undone early: an
             // early undo cannot be undone early in turn, so a knob changes at most
             // twice within one dwell.
-            let undo = retract
+            let undo = intent == Intent::Retract
                 && self.undo_point.get(&knob).is_some_and(|u| {
                     u.value == value
                         && u.prior_change_ms.is_none_or(|p| {
@@ -475,7 +453,7 @@ mod tests {
         let g = guard(lim(1, 32, 4, 5), 30);
         let c = cap(Some(1), Some(32));
         assert_eq!(
-            g.review(0, K, 6, 4, Some(&c)),
+            g.review(0, K, 6, 4, Some(&c), Intent::Act),
             Verdict::Apply {
                 value: 6,
                 notes: vec![]
@@ -494,7 +472,7 @@ mod tests {
         );
         g.mark_operator_owned(K, 1_000, 16, 4);
         g.mark_operator_owned(K, 2_000, 20, 5);
-        let v = g.review(4_000, K, 6, 4, None);
+        let v = g.review(4_000, K, 6, 4, None, Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::OperatorOwned));
         let r = reason(&v);
         assert!(
@@ -507,7 +485,7 @@ mod tests {
         assert!(!g.release(K));
         assert!(!g.is_operator_owned(K));
         // Now the next check (manage = false) decides.
-        let v = g.review(4_000, K, 6, 4, None);
+        let v = g.review(4_000, K, 6, 4, None, Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotManaged));
     }
 
@@ -516,29 +494,29 @@ mod tests {
         let mut l = lim(1, 32, 4, 5);
         l.manage = false;
         let g = guard(l, 30);
-        let v = g.review(0, K, 6, 4, Some(&cap(None, None)));
+        let v = g.review(0, K, 6, 4, Some(&cap(None, None)), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotManaged));
         assert!(reason(&v).contains("knobs.innodb_purge_threads.manage = false"));
         let g = Guard::new(BTreeMap::new(), 30);
-        let v = g.review(0, K, 6, 4, Some(&cap(None, None)));
+        let v = g.review(0, K, 6, 4, Some(&cap(None, None)), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotManaged));
     }
 
     #[test]
     fn not_settable_names_the_cap_note() {
         let g = guard(lim(1, 32, 4, 5), 30);
-        let v = g.review(0, K, 6, 4, None);
+        let v = g.review(0, K, 6, 4, None, Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotSettable));
         let mut c = cap(None, None);
         c.dynamic = Dynamic::No;
         c.note = "read-only before MariaDB 10.7.1".into();
-        let v = g.review(0, K, 6, 4, Some(&c));
+        let v = g.review(0, K, 6, 4, Some(&c), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotSettable));
         assert!(reason(&v).contains("read-only before MariaDB 10.7.1"));
         let mut c = cap(None, None);
         c.exists = false;
         assert_eq!(
-            reject_kind(&g.review(0, K, 6, 4, Some(&c))),
+            reject_kind(&g.review(0, K, 6, 4, Some(&c), Intent::Act)),
             Some(RejectKind::NotSettable)
         );
     }
@@ -546,7 +524,7 @@ mod tests {
     #[test]
     fn disjoint_ranges_are_not_settable() {
         let g = guard(lim(64, 128, 4, 5), 30);
-        let v = g.review(0, K, 100, 100, Some(&cap(Some(1), Some(32))));
+        let v = g.review(0, K, 100, 100, Some(&cap(Some(1), Some(32))), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::NotSettable));
         let r = reason(&v);
         assert!(r.contains("[64, 128]") && r.contains("[1, 32]"), "{r}");
@@ -555,7 +533,7 @@ mod tests {
     #[test]
     fn clipping_names_the_bound_that_bit() {
         let g = guard(lim(2, 16, 100, 5), 30);
-        let v = g.review(0, K, 40, 8, Some(&cap(Some(1), Some(32))));
+        let v = g.review(0, K, 40, 8, Some(&cap(Some(1), Some(32))), Intent::Act);
         assert_eq!(
             v,
             Verdict::Apply {
@@ -565,13 +543,13 @@ mod tests {
                     .into()]
             }
         );
-        let v = g.review(0, K, 40, 8, Some(&cap(Some(1), Some(12))));
+        let v = g.review(0, K, 40, 8, Some(&cap(Some(1), Some(12))), Intent::Act);
         assert_eq!(v.value(), Some(12));
         let Verdict::Apply { notes, .. } = &v else {
             unreachable!()
         };
         assert!(notes[0].contains("the server's own limit"), "{notes:?}");
-        let v = g.review(0, K, 0, 8, Some(&cap(Some(1), Some(32))));
+        let v = g.review(0, K, 0, 8, Some(&cap(Some(1), Some(32))), Intent::Act);
         assert_eq!(v.value(), Some(2));
         let Verdict::Apply { notes, .. } = &v else {
             unreachable!()
@@ -584,13 +562,13 @@ mod tests {
         let g = guard(lim(1, 32, 2, 5), 30);
         let c = cap(Some(1), Some(32));
         assert_eq!(
-            g.review(0, K, 10, 4, Some(&c)),
+            g.review(0, K, 10, 4, Some(&c), Intent::Act),
             Verdict::Apply {
                 value: 6,
                 notes: vec!["step limited: wanted 10, moving 4 → 6 (max_step 2)".into()]
             }
         );
-        assert_eq!(g.review(0, K, 1, 4, Some(&c)).value(), Some(2));
+        assert_eq!(g.review(0, K, 1, 4, Some(&c), Intent::Act).value(), Some(2));
     }
 
     #[test]
@@ -598,17 +576,23 @@ mod tests {
         let g = guard(lim(1, 8, 1, 5), 30);
         let c = cap(Some(1), Some(32));
         // The DBA's baseline is 20, above the configured max of 8.
-        let v = g.review(0, K, 4, 20, Some(&c));
+        let v = g.review(0, K, 4, 20, Some(&c), Intent::Act);
         assert_eq!(v.value(), Some(8));
         let Verdict::Apply { notes, .. } = &v else {
             unreachable!()
         };
         assert!(notes[0].contains("outside the bounds [1, 8]"), "{notes:?}");
         // Even a proposal to stay put cannot keep an out-of-bounds value.
-        assert_eq!(g.review(0, K, 20, 20, Some(&c)).value(), Some(8));
+        assert_eq!(
+            g.review(0, K, 20, 20, Some(&c), Intent::Act).value(),
+            Some(8)
+        );
         // Where max_step reaches into the bounds, it is still honoured.
         let g = guard(lim(1, 8, 15, 5), 30);
-        assert_eq!(g.review(0, K, 2, 20, Some(&c)).value(), Some(5));
+        assert_eq!(
+            g.review(0, K, 2, 20, Some(&c), Intent::Act).value(),
+            Some(5)
+        );
     }
 
     #[test]
@@ -617,10 +601,10 @@ mod tests {
         let c = cap(Some(1), Some(32));
         g.record_applied(0, K, 4);
         assert_eq!(
-            g.review(100, K, 8, 8, Some(&c)),
+            g.review(100, K, 8, 8, Some(&c), Intent::Act),
             Verdict::NoChange { notes: vec![] }
         );
-        let v = g.review(100, K, 30, 8, Some(&c));
+        let v = g.review(100, K, 30, 8, Some(&c), Intent::Act);
         let Verdict::NoChange { notes } = v else {
             panic!("{v:?}")
         };
@@ -632,7 +616,7 @@ mod tests {
         let mut g = guard(lim(1, 32, 4, 5), 30);
         let c = cap(Some(1), Some(32));
         g.record_applied(10_000, K, 4);
-        let v = g.review(13_000, K, 6, 4, Some(&c));
+        let v = g.review(13_000, K, 6, 4, Some(&c), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::Dwell));
         assert!(
             reason(&v).starts_with("changed 3.0 s ago; min_dwell 5s"),
@@ -641,10 +625,14 @@ mod tests {
         );
         // Other knobs have their own dwell.
         assert_eq!(
-            g.review(13_000, Knob::IoCapacity, 6, 4, Some(&c)).value(),
+            g.review(13_000, Knob::IoCapacity, 6, 4, Some(&c), Intent::Act)
+                .value(),
             Some(6)
         );
-        assert_eq!(g.review(15_000, K, 6, 4, Some(&c)).value(), Some(6));
+        assert_eq!(
+            g.review(15_000, K, 6, 4, Some(&c), Intent::Act).value(),
+            Some(6)
+        );
     }
 
     /// A policy's retract of its own last change is not held by the dwell when it puts
@@ -657,7 +645,7 @@ mod tests {
         let c = cap(Some(1), Some(32));
         g.record_applied(0, K, 5);
         g.record_applied(10_000, K, 4);
-        let v = g.review_retract(11_000, K, 4, 6, Some(&c));
+        let v = g.review(11_000, K, 4, 6, Some(&c), Intent::Retract);
         let Verdict::Apply { value: 4, notes } = v else {
             panic!("{v:?}")
         };
@@ -667,25 +655,28 @@ mod tests {
             "{notes:?}"
         );
         assert_eq!(
-            reject_kind(&g.review(11_000, K, 4, 6, Some(&c))),
+            reject_kind(&g.review(11_000, K, 4, 6, Some(&c), Intent::Act)),
             Some(RejectKind::Dwell)
         );
         assert_eq!(
-            reject_kind(&g.review_retract(11_000, K, 5, 6, Some(&c))),
+            reject_kind(&g.review(11_000, K, 5, 6, Some(&c), Intent::Retract)),
             Some(RejectKind::Dwell)
         );
         // Undone: the undo is a change like any other, and cannot be undone early.
         g.record_applied(11_000, K, 6);
         assert_eq!(
-            reject_kind(&g.review_retract(12_000, K, 6, 4, Some(&c))),
+            reject_kind(&g.review(12_000, K, 6, 4, Some(&c), Intent::Retract)),
             Some(RejectKind::Dwell)
         );
-        assert_eq!(g.review(16_000, K, 6, 4, Some(&c)).value(), Some(6));
+        assert_eq!(
+            g.review(16_000, K, 6, 4, Some(&c), Intent::Act).value(),
+            Some(6)
+        );
         // The rate limit holds for a retract too.
         let mut g = guard(lim(1, 32, 4, 5), 1);
         g.record_applied(10_000, K, 4);
         assert_eq!(
-            reject_kind(&g.review_retract(11_000, K, 4, 6, Some(&c))),
+            reject_kind(&g.review(11_000, K, 4, 6, Some(&c), Intent::Retract)),
             Some(RejectKind::RateLimit)
         );
     }
@@ -696,7 +687,7 @@ mod tests {
         let c = cap(Some(1), Some(32));
         g.record_applied(0, Knob::IoCapacity, 4);
         g.record_applied(20_000, Knob::PurgeBatchSize, 4);
-        let v = g.review(30_000, K, 6, 4, Some(&c));
+        let v = g.review(30_000, K, 6, 4, Some(&c), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::RateLimit));
         let r = reason(&v);
         assert!(
@@ -704,7 +695,10 @@ mod tests {
             "{r}"
         );
         assert_eq!(g.sets_in_last_minute(59_999), 2);
-        assert_eq!(g.review(60_000, K, 6, 4, Some(&c)).value(), Some(6));
+        assert_eq!(
+            g.review(60_000, K, 6, 4, Some(&c), Intent::Act).value(),
+            Some(6)
+        );
     }
 
     #[test]
@@ -716,7 +710,7 @@ mod tests {
         g.set_limits(limits, 1);
         assert_eq!(g.max_sets_per_minute(), 1);
         assert_eq!(g.limits(K).map(|l| l.min_dwell), Some(Duration::ZERO));
-        let v = g.review(1_000, K, 6, 4, Some(&c));
+        let v = g.review(1_000, K, 6, 4, Some(&c), Intent::Act);
         assert_eq!(reject_kind(&v), Some(RejectKind::RateLimit));
     }
 
@@ -725,13 +719,18 @@ mod tests {
         let g = guard(lim(0, u64::MAX, u64::MAX, 0), 30);
         let c = cap(None, None);
         assert_eq!(
-            g.review(u64::MAX, K, u64::MAX, 0, Some(&c)).value(),
+            g.review(u64::MAX, K, u64::MAX, 0, Some(&c), Intent::Act)
+                .value(),
             Some(u64::MAX)
         );
-        assert_eq!(g.review(0, K, 0, u64::MAX, Some(&c)).value(), Some(0));
+        assert_eq!(
+            g.review(0, K, 0, u64::MAX, Some(&c), Intent::Act).value(),
+            Some(0)
+        );
         let g = guard(lim(0, u64::MAX, 1, 0), 30);
         assert_eq!(
-            g.review(0, K, u64::MAX, u64::MAX - 1, Some(&c)).value(),
+            g.review(0, K, u64::MAX, u64::MAX - 1, Some(&c), Intent::Act)
+                .value(),
             Some(u64::MAX)
         );
     }
@@ -767,7 +766,7 @@ mod tests {
             let l = lim(a.min(b), a.max(b), max_step, 0);
             let c = cap(smin, smax);
             let g = guard(l, 30);
-            let v = g.review(0, K, proposed, current, Some(&c));
+            let v = g.review(0, K, proposed, current, Some(&c), Intent::Act);
             match effective_bounds(&l, &c) {
                 None => prop_assert_eq!(reject_kind(&v), Some(RejectKind::NotSettable)),
                 Some((lo, hi)) => {
@@ -813,7 +812,7 @@ mod tests {
             for (ki, dt, proposed, current) in steps {
                 now += dt;
                 let knob = Knob::ALL[ki];
-                if let Verdict::Apply { .. } = g.review(now, knob, proposed, current, Some(&c)) {
+                if let Verdict::Apply { .. } = g.review(now, knob, proposed, current, Some(&c), Intent::Act) {
                     g.record_applied(now, knob, current);
                     applied.push((now, ki));
                 }

@@ -8,7 +8,7 @@
 use crate::control::actuator::order_changes;
 use crate::control::guard::{Guard, RejectKind, Verdict};
 use crate::policy::arbiter::{arbitrate, Decision};
-use crate::policy::{Intent, Policy, PolicyInput};
+use crate::policy::{Policy, PolicyInput};
 use crate::server::Knob;
 
 /// A change the guard let through.
@@ -79,18 +79,13 @@ where
         let Some(&current) = input.current.get(&knob) else {
             continue;
         };
-        let review = if decision.winner.intent == Intent::Retract {
-            Guard::review_retract
-        } else {
-            Guard::review
-        };
-        match review(
-            guard,
+        match guard.review(
             input.signals.t_ms,
             knob,
             decision.winner.value,
             current,
             input.caps.knob(knob),
+            decision.winner.intent,
         ) {
             Verdict::Apply { value, notes } => applies.push(Change {
                 knob,
