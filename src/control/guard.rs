@@ -287,34 +287,35 @@ impl Guard {
             return Verdict::NoChange { notes };
         }
 
-        if let Some(last) = self.last_change_ms.get(&knob) {
-            let elapsed = now_ms.saturating_sub(*last);
-            // Only a change that itself waited its dwell can be undone early: an
-            // early undo cannot be undone early in turn, so a knob changes at most
-            // twice within one dwell.
-            let undo = intent == Intent::Retract
-                && self.undo_point.get(&knob).is_some_and(|u| {
-                    u.value == value
-                        && u.prior_change_ms.is_none_or(|p| {
-                            Duration::from_millis(last.saturating_sub(p)) >= lim.min_dwell
-                        })
-                });
-            if undo && Duration::from_millis(elapsed) < lim.min_dwell {
+        if let Some(&last) = self.last_change_ms.get(&knob) {
+            let elapsed = now_ms.saturating_sub(last);
+            let held = |ms: u64| Duration::from_millis(ms) < lim.min_dwell;
+            if held(elapsed) {
+                // Only a change that itself waited its dwell can be undone early: an
+                // early undo cannot be undone early in turn, so a knob changes at most
+                // twice within one dwell.
+                let undo = intent == Intent::Retract
+                    && self.undo_point.get(&knob).is_some_and(|u| {
+                        u.value == value
+                            && u.prior_change_ms
+                                .is_none_or(|p| !held(last.saturating_sub(p)))
+                    });
+                if !undo {
+                    return Verdict::reject(
+                        RejectKind::Dwell,
+                        format!(
+                            "changed {} ago; min_dwell {} (would move {current} → {value})",
+                            secs(elapsed),
+                            humantime::format_duration(lim.min_dwell),
+                        ),
+                    );
+                }
                 notes.push(format!(
                     "a retract: back to {value}, the value before innopilot's change {} \
                      ago, not held by min_dwell {}",
                     secs(elapsed),
                     humantime::format_duration(lim.min_dwell),
                 ));
-            } else if Duration::from_millis(elapsed) < lim.min_dwell {
-                return Verdict::reject(
-                    RejectKind::Dwell,
-                    format!(
-                        "changed {} ago; min_dwell {} (would move {current} → {value})",
-                        secs(elapsed),
-                        humantime::format_duration(lim.min_dwell),
-                    ),
-                );
             }
         }
 

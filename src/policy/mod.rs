@@ -260,8 +260,18 @@ pub(crate) mod testkit {
         ) -> (Signals, Plan) {
             sample.knobs = self.current.clone();
             let signals = self.window.push(sample);
+            let plan = self.tick_signals(policies, &signals);
+            (signals, plan)
+        }
+
+        /// [`Loop::tick`] from signals made by hand rather than by the window.
+        pub fn tick_signals(
+            &mut self,
+            policies: &mut [&mut dyn Policy],
+            signals: &Signals,
+        ) -> Plan {
             let input = PolicyInput {
-                signals: &signals,
+                signals,
                 caps: &self.caps,
                 current: &self.current,
                 baseline: &self.baseline,
@@ -272,7 +282,7 @@ pub(crate) mod testkit {
                 self.current.insert(c.knob, c.to);
                 self.applied.push((signals.t_ms, c.knob, c.from, c.to));
             }
-            (signals, plan)
+            plan
         }
 
         /// Changes applied to one knob.

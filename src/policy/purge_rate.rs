@@ -2413,13 +2413,8 @@ mod tests {
     /// for 5 s while TPS sat at 0.05–0.38 × the median).
     #[test]
     fn the_take_back_at_the_first_wait_is_not_held_by_the_dwell() {
-        let caps = testkit::mariadb();
-        let base = baseline(4);
-        let cfg = crate::config::Config::default();
-        let mut guard =
-            crate::control::guard::Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
+        let mut l = testkit::Loop::new(testkit::mariadb(), baseline(4));
         let mut p = PurgeRate::new(PurgeRateConfig::default());
-        let mut current = base.clone();
         let mut applied = Vec::new();
         for (i, waits) in [
             (0, 0.0),
@@ -2432,16 +2427,8 @@ mod tests {
             let mut s = signals_with(900_000, if i == 0 { 2_000.0 } else { 1_000.0 }, None);
             s.t_ms = 100_000 + i * 1000;
             s.free_page_wait_rate = Some(waits);
-            let input = PolicyInput {
-                signals: &s,
-                caps: &caps,
-                current: &current,
-                baseline: &base,
-            };
-            let plan = crate::control::plan::plan(std::iter::once(&mut p), &input, &guard);
+            let plan = l.tick_signals(&mut [&mut p], &s);
             for c in plan.changes.iter().filter(|c| c.knob == Knob::PurgeThreads) {
-                guard.record_applied(s.t_ms, c.knob, c.from);
-                current.insert(c.knob, c.to);
                 applied.push((i, c.from, c.to, c.decision.winner.intent, c.notes.clone()));
             }
         }
@@ -2460,7 +2447,7 @@ mod tests {
         // In effect: a plain proposal again.
         let mut s = signals_with(900_000, 1_000.0, None);
         s.t_ms = 106_000;
-        let ps = decide(&mut p, &caps, &current, &s);
+        let ps = decide(&mut p, &testkit::mariadb(), &l.current, &s);
         assert_eq!(
             find(&ps, Knob::PurgeThreads).map(|q| q.intent),
             Some(Intent::Release)
