@@ -442,18 +442,14 @@ impl PurgeRate {
         (cur.0 > 0 && cur.1 > 0 && (Some(cur.0), Some(cur.1)) != base).then_some(cur)
     }
 
-    /// Takes the last thread added back (one must be in use) and adds no more in this
-    /// episode: it did not purge faster, or users waited for free pages.
-    /// The age of a read view old enough that it may be blocking purge
-    /// ([`YOUNG_VIEW_SHARE`] of `min_view_age`) but not yet counted by the estimate.
-    fn young_view_s(&self, s: &Signals) -> Option<u64> {
+    /// A read view old enough that it may be blocking purge ([`YOUNG_VIEW_SHARE`] of
+    /// `min_view_age`) but not yet counted by the estimate.
+    fn young_view(&self, s: &Signals) -> bool {
         let counted = self.cfg.min_view_age.as_secs_f64();
-        s.sample
-            .oldest_trx
-            .as_ref()
-            .filter(|t| t.holds_read_view)
-            .map(|t| t.age_s)
-            .filter(|a| (*a as f64) >= YOUNG_VIEW_SHARE * counted && (*a as f64) < counted)
+        s.sample.oldest_trx.as_ref().is_some_and(|t| {
+            let age = t.age_s as f64;
+            t.holds_read_view && age >= YOUNG_VIEW_SHARE * counted && age < counted
+        })
     }
 
     /// Extra threads the stage may use now: those judged to help (all until one was
@@ -468,6 +464,8 @@ impl PurgeRate {
         }
     }
 
+    /// Takes the last thread added back (one must be in use) and adds no more in this
+    /// episode: it did not purge faster, or users waited for free pages.
     fn take_back_thread(&mut self, t_ms: u64) {
         let k = self.state.threads_extra - 1;
         self.state.threads_extra = k;
@@ -912,7 +910,7 @@ impl Policy for PurgeRate {
             .state
             .waited_ms
             .is_some_and(|t| s.t_ms.saturating_sub(t) < settle_ms);
-        let young_view = self.young_view_s(s).is_some();
+        let young_view = self.young_view(s);
         if stages.extra_threads == 0 {
             self.state.threads_extra = 0;
         } else if thread_stage && settled {
