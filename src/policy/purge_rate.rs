@@ -911,6 +911,16 @@ impl Policy for PurgeRate {
             .waited_ms
             .is_some_and(|t| s.t_ms.saturating_sub(t) < settle_ms);
         let young_view = self.young_view(s);
+        // The redo gate closed while a thread was being judged: the stage hands every
+        // thread back to the baseline below, and that one never ran its window. It is
+        // forgotten, not judged later against a throughput measured before the gate
+        // closed: in the seventy-third real-server run's e (300 k budget, r1) a fifth
+        // thread added 7 s before the gate closed came back with it 61 s later, passed
+        // a judgement taken across that minute, and a sixth was asked for at once;
+        // users had four seconds under half the median with those threads.
+        if !threads_open && self.state.judging.take().is_some() && self.state.threads_extra > 0 {
+            self.state.threads_extra -= 1;
+        }
         if stages.extra_threads == 0 {
             self.state.threads_extra = 0;
         } else if thread_stage && settled {

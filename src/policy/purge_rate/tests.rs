@@ -932,6 +932,55 @@ fn one_thread_ahead_of_the_budget() {
     assert!(top >= 6, "threads up to {top}");
 }
 
+/// The redo gate closes while the thread added ahead of the budget is being
+/// judged: it goes back with the others and is forgotten, so when the gate opens
+/// again threads start from the baseline one at a time, each judged over a window
+/// it ran in. A judgement across the closed minute says nothing either way: in the
+/// seventy-third real-server run's e the fifth thread passed one and a sixth was
+/// asked for at the reopening; here, where a fifth thread helps, it failed one and
+/// the stage added no thread again.
+#[test]
+fn a_thread_the_redo_gate_sent_back_is_not_judged() {
+    // 4 threads × 6 500/s against 30 075/s offered: history grows about 4 000/s from
+    // 100 000 and comes within APPROACH_S of the budget a minute in, after the gate
+    // opened at the first tick may change again (GATE_MIN_MS).
+    let mut plant = Plant::new(Flavor::MariaDb, 4.0, 133.0, 6_500.0);
+    plant.purgeable = 100_000.0;
+    // A cost cap the schedule needs more than, so history stays behind it and a
+    // thread is wanted as soon as the gate lets one in.
+    let cfg = PurgeRateConfig {
+        max_dml_slowdown_pct: 5.0,
+        ..PurgeRateConfig::default()
+    };
+    let mut run = Run::new(plant, testkit::mariadb(), 4, cfg);
+    let mut ticks = 0;
+    while run.lp.current[&Knob::PurgeThreads] == 4 {
+        run.run(1);
+        ticks += 1;
+        assert!(ticks < 200, "no thread ahead of the budget");
+    }
+    assert!(
+        ticks > 60,
+        "the thread came {ticks} s in, before the gate may close"
+    );
+    // Two seconds into its judging window the redo fill passes the gate's 80 %.
+    run.run(2);
+    run.plant.redo_age = 90;
+    run.run(70);
+    assert_eq!(
+        run.lp.current[&Knob::PurgeThreads],
+        4,
+        "threads past the gate"
+    );
+    run.plant.redo_age = 10;
+    let out = run.run(10);
+    let first = out
+        .iter()
+        .find_map(|(_, ps)| find(ps, Knob::PurgeThreads).filter(|p| p.value != 4))
+        .expect("no thread after the gate opened");
+    assert_eq!(first.value, 5, "{}", first.reason);
+}
+
 #[test]
 fn mariadb_uses_every_purge_thread_before_a_delay() {
     // 8 threads × 3 500/s = 28 000/s < 30 000/s offered: threads are not enough.
