@@ -72,7 +72,11 @@
 //!   rate seen, which is never below it): they are let through by the checkpoint MariaDB
 //!   writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller batch
 //!   moves it more often. With users at their rate it holds: a smaller batch there
-//!   only slows every writer (the real-server f_cold_view).
+//!   only slows every writer (the real-server f_cold_view). Unless the fill races to
+//!   the maximum ([`RACE_S`]) with the device, not the request, the pace: from a
+//!   second or two before the async point ([`CROSS_S`]) the batch is one second of
+//!   the device, since users will reach the maximum inside whichever batch is under
+//!   way.
 //! - **innodb_io_capacity stays at its baseline.** It only scales the dirty-page and
 //!   idle terms; io_capacity_max is kept ≥ it (the server's rule).
 //! - **Not while users wait for free pages.** When user threads wait for a free
@@ -158,6 +162,26 @@ const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer o
 /// a batch of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2000
 /// gave 35–51 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
 const BATCH_HOLD_S: f64 = 0.25;
+
+/// At the last second's rise the fill reaches the maximum checkpoint age within this
+/// many seconds: a burst, not a creep, and the page cleaner's batches will not stop
+/// it, so users reach the maximum with a batch under way and it holds them until it
+/// is written. The first batch past the async point is therefore kept to one second
+/// of the device before they are held. The seventy-second real-server run's g: the
+/// fill rose 3.6–4.2 %/s through the async point (83.5 % at 59 s, the maximum at
+/// 63 s), the page cleaner's first batch of 2 000 pages took a device of about
+/// 800 pages/s until 65 s, and users had 3 s at 0 TPS in it; the batch was lowered
+/// only at the first tick they were held, after it. A fill creeping at 1 %/s (e, f)
+/// is not racing.
+const RACE_S: f64 = 5.0;
+
+/// While the fill races ([`RACE_S`]), the batch is lowered once the age would cross
+/// the async point within this many seconds at the last second's rise: a value set
+/// at this tick is in place only after it, and the first batch starts at the
+/// crossing. In the seventy-second run's g the tick a second before the crossing
+/// (83.5 %, rising 3.6 %/s) projected 87.1 % a second on, short of the point's
+/// 87.5 %: a value sent a second later lands as the first batch starts.
+const CROSS_S: f64 = 2.0;
 
 /// Below the async point the page cleaner is evicting when fewer than this share of
 /// the pages flushed in a second were flush-list pages (the rest the LRU's).
@@ -317,6 +341,8 @@ struct State {
     proj_since: Option<u64>,
     /// The fill at the previous tick (t_ms, fill): its last second's rise.
     prev_fill: Option<(u64, f64)>,
+    /// The fill's last second's rise (fraction/s), 0 without a previous tick.
+    rise: f64,
     /// Last time flushing was under pressure (fill or projection at the target), ms.
     pressure_at_ms: Option<u64>,
     /// The device was the limit this tick.
@@ -483,6 +509,7 @@ impl Flush {
             }
             _ => 0.0,
         };
+        self.state.rise = rise;
         if fill >= target {
             self.state.proj_since = None;
             return Pressure {
@@ -598,15 +625,35 @@ impl Flush {
     /// page cleaner's batch: never raised there ([`PAST_ASYNC`]). Lowered to
     /// [`Self::batch_ceiling`] only while users have been held at the maximum within
     /// the last minute: they wait for the checkpoint after each batch, and a smaller
-    /// batch lets them through sooner (g_checkpoint_stall). With users at their rate a
+    /// batch lets them through sooner (g_checkpoint_stall). While the fill races to the
+    /// maximum ([`RACE_S`]) and users are not held yet, to one second of the device
+    /// ([`Self::device_second`]): the batch under way when they reach it holds them
+    /// until it is written. With users at their rate and the fill not racing, a
     /// smaller batch only slows every writer (the eighth real-server run's f_cold_view:
     /// batches of 200 while the age sat at the maximum, 2.3 × the defaults' history in
-    /// two repetitions of three, none of it without the flush policy); a value of ours
-    /// above the device's ceiling comes down to it.
-    fn past_async_value(&self, cur: u64, base_cap: u64, base_max: u64, held: bool) -> u64 {
+    /// two repetitions of three, none of it without the flush policy); one second of
+    /// the device flushes what the device can anyway. A value of ours above the
+    /// device's ceiling comes down to it.
+    fn past_async_value(
+        &self,
+        cur: u64,
+        base_cap: u64,
+        base_max: u64,
+        held: bool,
+        racing: bool,
+    ) -> u64 {
         let floor = base_cap.max(100);
         if held {
             cur.min(self.batch_ceiling(base_cap, base_max)).max(floor)
+        } else if racing {
+            // Within the band the batch holds: the best rate decays, and a step of a
+            // few pages is only a statement.
+            let d = self.device_second(base_cap, base_max);
+            if (d as f64) * (1.0 + NEED_BAND) < cur as f64 {
+                d.max(floor)
+            } else {
+                cur
+            }
         } else if cur == base_max {
             cur
         } else {
@@ -614,8 +661,26 @@ impl Flush {
         }
     }
 
+    /// The fill reaches the maximum checkpoint age within [`RACE_S`] at its last
+    /// second's rise, and the device, not the request, is what flushes this second:
+    /// the woken page cleaner asked at least 1.5 × what was flushed (the limit's own
+    /// test, [`Self::learn`]). Where the device flushes what is asked, a batch of the
+    /// best rate seen would cap flushing that could still meet the need.
+    fn racing(&self, s: &Signals, points: Option<Points>, cap: u64, max: u64, fill: f64) -> bool {
+        let rise = self.state.rise;
+        let fast = rise > 0.0 && rise.is_finite() && (1.0 - fill) <= rise * RACE_S;
+        let flushed = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0);
+        let short = match (points, flushed) {
+            (Some(p), Some(r)) if self.state.woken || p.past_async() => {
+                page_cleaner_pages(p.age, p.async_point, p.lwm, cap as f64, max as f64) >= 1.5 * r
+            }
+            _ => false,
+        };
+        fast && short
+    }
+
     /// What [`Self::past_async_value`] does, in words.
-    fn past_async_text(&self, held: bool) -> String {
+    fn past_async_text(&self, held: bool, racing: bool) -> String {
         if held {
             let dev = &self.state.device;
             let rate = match (dev.limit, dev.best) {
@@ -629,6 +694,14 @@ impl Flush {
                 "users waited at the maximum checkpoint age within the last minute, and \
                  each batch holds them until its checkpoint: a batch of at most {BATCH_HOLD_S} \
                  s of the device{rate}"
+            )
+        } else if racing {
+            format!(
+                "the fill rises {}/s and reaches the maximum checkpoint age within {RACE_S} s, \
+                 where the batch under way holds users until it is written: a batch of at \
+                 most one second of the device ({})",
+                pct(self.state.rise),
+                self.device_text()
             )
         } else {
             "users are not held at the maximum checkpoint age, so a smaller batch would only \
@@ -672,6 +745,12 @@ impl Flush {
         let ceiling = self.ceiling(base_cap, base_max);
         let floor = base_cap.max(100);
         let held = self.held_recently(s.t_ms);
+        let cur_cap = input
+            .current
+            .get(&Knob::IoCapacity)
+            .copied()
+            .unwrap_or(base_cap);
+        let racing = self.racing(s, Points::of(s, fill), cur_cap, cur, fill);
         let situation = format!(
             "redo fill {} (trend {}/s, projected {} in {})",
             pct(fill),
@@ -690,7 +769,13 @@ impl Flush {
             None => format!("reaches the target {} %", self.cfg.target_fill_pct),
         };
         let points = Points::of(s, fill);
-        let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async()));
+        // Racing, the age crosses the async point within [`CROSS_S`]: the page
+        // cleaner's first batch starts there, at whatever io_capacity_max then is.
+        let crossing = racing
+            && points.is_some_and(|p| {
+                fill > 0.0 && p.age * (fill + CROSS_S * self.state.rise) / fill >= p.async_point
+            });
+        let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async() && !crossing));
         let (want, why) = if let (true, Some((lru, flushed))) = (pressure.raise, evicting) {
             let v = if cur == base_max {
                 cur
@@ -757,25 +842,28 @@ impl Flush {
                 // the next batch (the sixth run's g: 219 → 876 in such a dip, held 5 s by
                 // the dwell).
                 let batch_regime = p.past_async()
+                    || crossing
                     || self
                         .state
                         .past_async_at_ms
                         .is_some_and(|t| s.t_ms.saturating_sub(t) < LOWER_AFTER_MS);
                 let v = if batch_regime {
-                    self.past_async_value(cur, base_cap, base_max, held)
+                    self.past_async_value(cur, base_cap, base_max, held, racing)
                 } else {
                     v
                 };
                 let region = if batch_regime {
                     let when = if p.past_async() {
                         "past the async point"
+                    } else if crossing {
+                        "at the async point within a second"
                     } else {
                         "within a minute of the async point"
                     };
                     format!(
                         "{when} the page cleaner flushes batches of io_capacity_max, \
                          {PAST_ASYNC}; {}",
-                        self.past_async_text(held)
+                        self.past_async_text(held, racing)
                     )
                 } else {
                     format!(
@@ -797,10 +885,10 @@ impl Flush {
                          fill from rising; {region}, so innodb_io_capacity_max {cur} → {v}{capped}",
                     ),
                 )
-            } else if self.state.limited || points.is_some_and(|p| p.past_async()) {
+            } else if self.state.limited || crossing || points.is_some_and(|p| p.past_async()) {
                 // Past the async point (the device's limit is learned only there) a probe
                 // would only make the batch bigger.
-                let v = self.past_async_value(cur, base_cap, base_max, held);
+                let v = self.past_async_value(cur, base_cap, base_max, held, racing);
                 let device = if self.state.limited {
                     format!(
                         " and the device flushes less than the page cleaner asks ({})",
@@ -815,7 +903,7 @@ impl Flush {
                         "{situation} {goal}{device}; past the async point the \
                          page cleaner flushes batches of io_capacity_max, {PAST_ASYNC}; {}: \
                          innodb_io_capacity_max {cur} → {v}",
-                        self.past_async_text(held)
+                        self.past_async_text(held, racing)
                     ),
                 )
             } else {
