@@ -144,6 +144,11 @@ const LIMIT_WINDOW_MS: u64 = 5_000;
 /// page cleaner runs them back to back (furious flushing), so the rate is the device's.
 const BACK_TO_BACK: f64 = 1.2;
 
+/// The page cleaner asked at least this multiple of what was flushed: the device, not
+/// the request, is the pace (the limit's test over a window, and the racing rule's
+/// over one second).
+const DEVICE_PACE: f64 = 1.5;
+
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
 
@@ -461,8 +466,9 @@ impl Flush {
         // the device's second (the provisional one of `batch_ceiling`) would never let
         // the limit be learned.
         let back_to_back = mean_flushed >= BACK_TO_BACK * mean_asked;
-        let limited =
-            spans && mean_flushed > 0.0 && (mean_asked >= 1.5 * mean_flushed || back_to_back);
+        let limited = spans
+            && mean_flushed > 0.0
+            && (mean_asked >= DEVICE_PACE * mean_flushed || back_to_back);
         if limited {
             dev.limit = Some(
                 dev.limit
@@ -663,8 +669,8 @@ impl Flush {
 
     /// The fill reaches the maximum checkpoint age within [`RACE_S`] at its last
     /// second's rise, and the device, not the request, is what flushes this second:
-    /// the woken page cleaner asked at least 1.5 × what was flushed (the limit's own
-    /// test, [`Self::learn`]). Where the device flushes what is asked, a batch of the
+    /// the woken page cleaner asked at least [`DEVICE_PACE`] × what was flushed (the
+    /// limit's own test, [`Self::learn`]). Where the device flushes what is asked, a batch of the
     /// best rate seen would cap flushing that could still meet the need.
     fn racing(&self, s: &Signals, points: Option<Points>, cap: u64, max: u64, fill: f64) -> bool {
         let rise = self.state.rise;
@@ -672,7 +678,8 @@ impl Flush {
         let flushed = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0);
         let short = match (points, flushed) {
             (Some(p), Some(r)) if self.state.woken || p.past_async() => {
-                page_cleaner_pages(p.age, p.async_point, p.lwm, cap as f64, max as f64) >= 1.5 * r
+                page_cleaner_pages(p.age, p.async_point, p.lwm, cap as f64, max as f64)
+                    >= DEVICE_PACE * r
             }
             _ => false,
         };
