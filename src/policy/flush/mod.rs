@@ -757,7 +757,8 @@ impl Flush {
             .get(&Knob::IoCapacity)
             .copied()
             .unwrap_or(base_cap);
-        let racing = self.racing(s, Points::of(s, fill), cur_cap, cur, fill);
+        let points = Points::of(s, fill);
+        let racing = self.racing(s, points, cur_cap, cur, fill);
         let situation = format!(
             "redo fill {} (trend {}/s, projected {} in {})",
             pct(fill),
@@ -775,7 +776,6 @@ impl Flush {
             ),
             None => format!("reaches the target {} %", self.cfg.target_fill_pct),
         };
-        let points = Points::of(s, fill);
         // Racing, the age crosses the async point within [`CROSS_S`]: the page
         // cleaner's first batch starts there, at whatever io_capacity_max then is.
         let crossing = racing
