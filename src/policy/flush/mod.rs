@@ -73,8 +73,8 @@
 //!   writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller batch
 //!   moves it more often. With users at their rate it holds: a smaller batch there
 //!   only slows every writer (the real-server f_cold_view). Unless the fill races to
-//!   the maximum ([`RACE_S`]) with the device, not the request, the pace: from a
-//!   second or two before the async point ([`CROSS_S`]) the batch is one second of
+//!   the maximum ([`RACE_S`](batch::RACE_S)) with the device, not the request, the pace: from a
+//!   second or two before the async point ([`CROSS_S`](batch::CROSS_S)) the batch is one second of
 //!   the device, since users will reach the maximum inside whichever batch is under
 //!   way.
 //! - **innodb_io_capacity stays at its baseline.** It only scales the dirty-page and
@@ -123,8 +123,10 @@ use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
 use crate::signals::Signals;
 
+mod batch;
 mod redo;
 
+use batch::{CROSS_S, PAST_ASYNC};
 use redo::{grow_pending, Episode};
 pub use redo::{recovery_age_bound, recovery_time_s, redo_capacity_for, REDO_APPLY_BYTES_PER_S};
 
@@ -151,42 +153,6 @@ const DEVICE_PACE: f64 = 1.5;
 
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
-
-/// Why io_capacity_max is never raised past the async point.
-const PAST_ASYNC: &str = "and a larger batch holds the checkpoint still longer on a device \
-     that cannot write it at once (the real-server g_checkpoint_stall: raised to 16 000 there \
-     while the device wrote about 330 pages/s, 85 s at 0 TPS against the defaults' 69), so it \
-     is never raised there";
-
-/// Past the async point a batch of io_capacity_max pages is kept to this many seconds
-/// of the device's limit. Users waiting at the maximum checkpoint age are let through
-/// only by a checkpoint, and `buf_flush_sync_for_checkpoint()` (MariaDB buf0flu.cc)
-/// writes one after each `buf_flush_list(srv_max_io_capacity, lsn)` batch: a batch of
-/// B pages on a device of D pages/s holds them about B / D seconds. Measured in the
-/// real-server g_checkpoint_stall (fifth run, same build, device about 800 pages/s):
-/// a batch of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2000
-/// gave 35–51 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
-const BATCH_HOLD_S: f64 = 0.25;
-
-/// At the last second's rise the fill reaches the maximum checkpoint age within this
-/// many seconds: a burst, not a creep, and the page cleaner's batches will not stop
-/// it, so users reach the maximum with a batch under way and it holds them until it
-/// is written. The first batch past the async point is therefore kept to one second
-/// of the device before they are held. The seventy-second real-server run's g: the
-/// fill rose 3.6–4.2 %/s through the async point (83.5 % at 59 s, the maximum at
-/// 63 s), the page cleaner's first batch of 2 000 pages took a device of about
-/// 800 pages/s until 65 s, and users had 3 s at 0 TPS in it; the batch was lowered
-/// only at the first tick they were held, after it. A fill creeping at 1 %/s (e, f)
-/// is not racing.
-const RACE_S: f64 = 5.0;
-
-/// While the fill races ([`RACE_S`]), the batch is lowered once the age would cross
-/// the async point within this many seconds at the last second's rise: a value set
-/// at this tick is in place only after it, and the first batch starts at the
-/// crossing. In the seventy-second run's g the tick a second before the crossing
-/// (83.5 %, rising 3.6 %/s) projected 87.1 % a second on, short of the point's
-/// 87.5 %: a value sent a second later lands as the first batch starts.
-const CROSS_S: f64 = 2.0;
 
 /// Below the async point the page cleaner is evicting when fewer than this share of
 /// the pages flushed in a second were flush-list pages (the rest the LRU's).
@@ -598,125 +564,6 @@ impl Flush {
         (c as u64).max(base_cap).max(100)
     }
 
-    /// One second of the device (its limit once shown, else the best rate seen), as a
-    /// batch: between io_capacity (the server's rule) and the baseline.
-    fn device_second(&self, base_cap: u64, base_max: u64) -> u64 {
-        let dev = &self.state.device;
-        match dev.limit.or(dev.best) {
-            Some(l) if l.is_finite() => (l as u64).min(base_max).max(base_cap).max(100),
-            _ => base_max,
-        }
-    }
-
-    /// The highest io_capacity_max past the async point, where it is the batch size:
-    /// [`BATCH_HOLD_S`] of the device's limit once shown, never above [`Self::ceiling`]
-    /// nor below io_capacity (the server's rule) and 100.
-    ///
-    /// Until the limit is shown ([`LIMIT_WINDOW_MS`] of users held), the best rate seen
-    /// stands in for it. The best is the peak of single seconds, never below the limit
-    /// learned later, so this provisional batch is never smaller than the one that
-    /// follows. Without it, users wait out the learning window at the server's batch.
-    /// In the eleventh real-server run's g, 6 of the 10 s at 0 TPS fell in those 5 s:
-    /// batches of 2 000 against a best of 1 998 and a limit of 799 pages/s.
-    fn batch_ceiling(&self, base_cap: u64, base_max: u64) -> u64 {
-        let c = self.ceiling(base_cap, base_max);
-        let dev = &self.state.device;
-        match dev.limit.or(dev.best) {
-            Some(l) => ((l * BATCH_HOLD_S) as u64).min(c).max(base_cap).max(100),
-            None => c,
-        }
-    }
-
-    /// io_capacity_max past the async point (and for a minute after), where it is the
-    /// page cleaner's batch: never raised there ([`PAST_ASYNC`]). Lowered to
-    /// [`Self::batch_ceiling`] only while users have been held at the maximum within
-    /// the last minute: they wait for the checkpoint after each batch, and a smaller
-    /// batch lets them through sooner (g_checkpoint_stall). While the fill races to the
-    /// maximum ([`RACE_S`]) and users are not held yet, to one second of the device
-    /// ([`Self::device_second`]): the batch under way when they reach it holds them
-    /// until it is written. With users at their rate and the fill not racing, a
-    /// smaller batch only slows every writer (the eighth real-server run's f_cold_view:
-    /// batches of 200 while the age sat at the maximum, 2.3 × the defaults' history in
-    /// two repetitions of three, none of it without the flush policy); one second of
-    /// the device flushes what the device can anyway. A value of ours above the
-    /// device's ceiling comes down to it.
-    fn past_async_value(
-        &self,
-        cur: u64,
-        base_cap: u64,
-        base_max: u64,
-        held: bool,
-        racing: bool,
-    ) -> u64 {
-        let floor = base_cap.max(100);
-        if held {
-            cur.min(self.batch_ceiling(base_cap, base_max)).max(floor)
-        } else if racing {
-            // Within the band the batch holds: the best rate decays, and a step of a
-            // few pages is only a statement.
-            let d = self.device_second(base_cap, base_max);
-            if (d as f64) * (1.0 + NEED_BAND) < cur as f64 {
-                d.max(floor)
-            } else {
-                cur
-            }
-        } else if cur == base_max {
-            cur
-        } else {
-            cur.min(self.ceiling(base_cap, base_max)).max(floor)
-        }
-    }
-
-    /// The fill reaches the maximum checkpoint age within [`RACE_S`] at its last
-    /// second's rise, and the device, not the request, is what flushes this second:
-    /// the woken page cleaner asked at least [`DEVICE_PACE`] × what was flushed (the
-    /// limit's own test, [`Self::learn`]). Where the device flushes what is asked, a batch of the
-    /// best rate seen would cap flushing that could still meet the need.
-    fn racing(&self, s: &Signals, points: Option<Points>, cap: u64, max: u64, fill: f64) -> bool {
-        let rise = self.state.rise;
-        let fast = rise > 0.0 && rise.is_finite() && (1.0 - fill) <= rise * RACE_S;
-        let flushed = s.pages_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0);
-        let short = match (points, flushed) {
-            (Some(p), Some(r)) if self.state.woken || p.past_async() => {
-                page_cleaner_pages(p.age, p.async_point, p.lwm, cap as f64, max as f64)
-                    >= DEVICE_PACE * r
-            }
-            _ => false,
-        };
-        fast && short
-    }
-
-    /// What [`Self::past_async_value`] does, in words.
-    fn past_async_text(&self, held: bool, racing: bool) -> String {
-        if held {
-            let dev = &self.state.device;
-            let rate = match (dev.limit, dev.best) {
-                (Some(l), _) => format!(" (its limit, about {l:.0} pages/s)"),
-                (None, Some(b)) => {
-                    format!(" (the best it has shown, {b:.0} pages/s, until its limit is measured)")
-                }
-                (None, None) => String::new(),
-            };
-            format!(
-                "users waited at the maximum checkpoint age within the last minute, and \
-                 each batch holds them until its checkpoint: a batch of at most {BATCH_HOLD_S} \
-                 s of the device{rate}"
-            )
-        } else if racing {
-            format!(
-                "the fill rises {}/s and reaches the maximum checkpoint age within {RACE_S} s, \
-                 where the batch under way holds users until it is written: a batch of at \
-                 most one second of the device ({})",
-                pct(self.state.rise),
-                self.device_text()
-            )
-        } else {
-            "users are not held at the maximum checkpoint age, so a smaller batch would only \
-             slow every writer: it holds"
-                .to_string()
-        }
-    }
-
     fn device_text(&self) -> String {
         let dev = &self.state.device;
         match (dev.best, dev.limit) {
@@ -728,8 +575,9 @@ impl Flush {
         }
     }
 
-    /// innodb_io_capacity_max (the lever) and innodb_io_capacity (its baseline).
-    /// Returns the proposals and whether flushing is at its ceiling.
+    /// innodb_io_capacity_max (the lever) and innodb_io_capacity (its baseline), with
+    /// `points` the page cleaner's geometry this tick ([`Points::of`], read once by
+    /// `decide`). Returns the proposals and whether flushing is at its ceiling.
     fn flushing(
         &self,
         input: &PolicyInput<'_>,
@@ -737,6 +585,7 @@ impl Flush {
         trend: f64,
         proj: f64,
         pressure: Pressure,
+        points: Option<Points>,
     ) -> (Vec<Proposal>, bool) {
         let mut out = Vec::new();
         let (Some(&cur), Some(&base_max), Some(&base_cap)) = (
@@ -757,7 +606,6 @@ impl Flush {
             .get(&Knob::IoCapacity)
             .copied()
             .unwrap_or(base_cap);
-        let points = Points::of(s, fill);
         let racing = self.racing(s, points, cur_cap, cur, fill);
         let situation = format!(
             "redo fill {} (trend {}/s, projected {} in {})",
@@ -1191,7 +1039,7 @@ impl Policy for Flush {
             // fill was over the target, 5–30 s of each 75 s sawtooth).
             self.state.woken = false;
         }
-        let (mut out, at_ceiling) = self.flushing(input, fill, trend, proj, pressure);
+        let (mut out, at_ceiling) = self.flushing(input, fill, trend, proj, pressure, points);
         out.extend(self.redo_size(input, fill, trend, at_ceiling));
         out
     }
