@@ -161,6 +161,11 @@ pub enum Event {
         lost_to: Vec<String>,
         /// [`compact_signals`] of the tick.
         signals: serde_json::Value,
+        /// A SET that ran on a session of its own (a redo resize) is audited when it
+        /// ends: this is when it was sent (ms since 1970), so that `unix_ms` less this
+        /// is how long the server took. Absent for every other SET.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_unix_ms: Option<u64>,
     },
     /// innopilot set a knob back to its baseline.
     Restore {
@@ -751,6 +756,7 @@ mod tests {
                 guard_notes: vec!["max_step 1: 2 → 3".into()],
                 lost_to: vec!["purge_rate: 6 (history growing 1200/s)".into()],
                 signals: serde_json::json!({"redo_fill_ratio": 0.63}),
+                sent_unix_ms: None,
             },
             Event::Restore {
                 trigger: RestoreTrigger::CrashRecovery,

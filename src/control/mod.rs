@@ -195,9 +195,38 @@ struct InFlight {
     decision: crate::policy::arbiter::Decision,
     /// The signals it was decided on (its audit record's).
     signals: Signals,
+    /// When it was sent (its audit record's `sent_unix_ms`).
+    sent_unix_ms: u64,
     /// The session running it, to stop it if innopilot stops first.
     session_id: Option<u64>,
     task: tokio::task::JoinHandle<Result<u64, ServerError>>,
+}
+
+/// Where a SET ran, for its audit record and a lost connection.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// The connection the loop samples with: a lost connection there is the loop's.
+    Sampling,
+    /// A session of its own (a redo resize) that had ended by the tick it was sent in.
+    AtOnce,
+    /// A session of its own, audited when it ended: sent then.
+    Session { sent_unix_ms: u64 },
+}
+
+impl Via {
+    /// The event, with when it was sent where that differs from when it is written.
+    fn stamp(self, mut ev: Event) -> Event {
+        if let (
+            Via::Session { sent_unix_ms },
+            Event::Decision {
+                sent_unix_ms: s, ..
+            },
+        ) = (self, &mut ev)
+        {
+            *s = Some(sent_unix_ms);
+        }
+        ev
+    }
 }
 
 /// The controller: one server, one loop.
@@ -882,7 +911,7 @@ impl<S: Server> Controller<S> {
                 .actuator
                 .apply(&mut self.server, knob, to, signals.sample.unix_ms)
                 .await;
-            self.finish_change(knob, from, to, notes, &d, signals, result, true)?;
+            self.finish_change(knob, from, to, notes, &d, signals, result, Via::Sampling)?;
             if self.caps.is_none() {
                 // The connection was lost: nothing more this tick.
                 return Ok(());
@@ -892,8 +921,7 @@ impl<S: Server> Controller<S> {
     }
 
     /// Audits a change's outcome and updates what innopilot expects in effect.
-    /// `on_sampling_connection`: the SET ran on the connection the loop samples with,
-    /// so a lost connection there is the loop's.
+    /// `via`: where the SET ran ([`Via`]).
     #[allow(clippy::too_many_arguments)]
     fn finish_change(
         &mut self,
@@ -904,7 +932,7 @@ impl<S: Server> Controller<S> {
         d: &crate::policy::arbiter::Decision,
         signals: &Signals,
         result: Result<Applied, ActuatorError>,
-        on_sampling_connection: bool,
+        via: Via,
     ) -> Result<(), ControlError> {
         match result {
             Ok(applied) => {
@@ -927,7 +955,15 @@ impl<S: Server> Controller<S> {
                     notes,
                     signals,
                 );
-                self.emit(ev);
+                self.emit(via.stamp(ev));
+                let base = self.baseline().get(&knob).copied();
+                if let (false, Some(msg)) = (
+                    self.opts.dry_run,
+                    base.and_then(|b| redo_grown_advice(knob, b, applied.readback)),
+                ) {
+                    tracing::warn!("{msg}");
+                    self.emit(Event::Warning { message: msg });
+                }
                 Ok(())
             }
             Err(ActuatorError::State { source, .. }) => {
@@ -944,8 +980,8 @@ impl<S: Server> Controller<S> {
                 self.uncertain.insert(knob, (from, to));
                 self.expected.insert(knob, from);
                 let reason = format!("{}: {e}", d.winner.reason);
-                self.emit(failed_event(d, from, to, reason, notes, signals));
-                if on_sampling_connection && e.is_connection_lost() {
+                self.emit(via.stamp(failed_event(d, from, to, reason, notes, signals)));
+                if matches!(via, Via::Sampling) && e.is_connection_lost() {
                     return self.connection_lost(e);
                 }
                 Ok(())
@@ -977,13 +1013,24 @@ impl<S: Server> Controller<S> {
         let mut pending = match started {
             Ok(Some(p)) => p,
             Ok(None) => return Ok(()),
-            Err(e) => return self.finish_change(knob, from, to, notes, &d, signals, Err(e), true),
+            Err(e) => {
+                return self.finish_change(
+                    knob,
+                    from,
+                    to,
+                    notes,
+                    &d,
+                    signals,
+                    Err(e),
+                    Via::Sampling,
+                )
+            }
         };
         if let Some(result) = poll_now(&mut pending.set) {
             let result = result
                 .map_err(ActuatorError::Server)
                 .and_then(|rb| self.actuator.settle(knob, to, rb, now_unix_ms()));
-            return self.finish_change(knob, from, to, notes, &d, signals, result, false);
+            return self.finish_change(knob, from, to, notes, &d, signals, result, Via::AtOnce);
         }
         // Under way: the dwell counts from now, and the policies see the value asked
         // for, so that they do not ask again.
@@ -997,6 +1044,7 @@ impl<S: Server> Controller<S> {
             notes,
             decision: d,
             signals: signals.clone(),
+            sent_unix_ms: self.event_unix_ms(),
             session_id: pending.session_id,
             task: tokio::spawn(pending.set),
         });
@@ -1053,7 +1101,9 @@ impl<S: Server> Controller<S> {
             &f.decision,
             &f.signals,
             result,
-            false,
+            Via::Session {
+                sent_unix_ms: f.sent_unix_ms,
+            },
         )
     }
 }
@@ -1212,6 +1262,40 @@ fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) -> bool {
     true
 }
 
+/// What the operator is told once a redo grow is in effect: it lasts only until
+/// innopilot puts the baseline back (quiet time, exit) or the server restarts, and
+/// a burst that finds the smaller log stalls whatever innopilot does then, because a
+/// grow sent during a burst is adopted only once the checkpoint passes its LSN, after
+/// the burst's hot set has been written once (docs/policies.md, "What a resize at
+/// 100 % fill does"). Only the server's own configuration removes that first stall.
+/// `None` for any other change. Built from the knob's name and integers only.
+fn redo_grown_advice(knob: Knob, baseline: u64, now: u64) -> Option<String> {
+    if !knob.is_blocking() || now <= baseline {
+        return None;
+    }
+    const MIB: u64 = 1 << 20;
+    let size = |b: u64| {
+        if b % MIB == 0 {
+            format!("{}M", b / MIB)
+        } else {
+            b.to_string()
+        }
+    };
+    Some(format!(
+        "{knob} is now {} against the server's own {}, grown because the fill reached \
+         the maximum checkpoint age. innopilot puts {} back after quiet time and at exit, \
+         and a restart brings it back too; the first burst that finds the smaller log \
+         stalls until its pages are written once, since a grow sent during a burst is \
+         adopted only after that. Where such bursts recur, set {knob} = {} under \
+         [mysqld] in the server's option file, and agree the disk and recovery time \
+         it costs.",
+        size(now),
+        size(baseline),
+        size(baseline),
+        size(now),
+    ))
+}
+
 /// A decision whose SET was not made or failed.
 fn failed_event(
     d: &crate::policy::arbiter::Decision,
@@ -1259,5 +1343,43 @@ fn decision_event(
         guard_notes,
         lost_to: d.lost_to(),
         signals: compact_signals(signals),
+        sent_unix_ms: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grown_redo_is_worth_keeping_in_the_option_file() {
+        let msg = redo_grown_advice(Knob::LogFileSize, 128 << 20, 1152 << 20).unwrap();
+        assert!(
+            msg.starts_with("innodb_log_file_size is now 1152M against the server's own 128M"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("set innodb_log_file_size = 1152M under [mysqld]"),
+            "{msg}"
+        );
+        // A size that is not whole MiB is written in bytes, which the option file takes.
+        let msg = redo_grown_advice(Knob::RedoLogCapacity, 100 << 20, (200 << 20) + 4096).unwrap();
+        assert!(
+            msg.contains(&format!(
+                "set innodb_redo_log_capacity = {} under",
+                (200u64 << 20) + 4096
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn only_a_grow_of_the_redo_gets_the_advice() {
+        assert_eq!(
+            redo_grown_advice(Knob::LogFileSize, 1 << 30, 128 << 20),
+            None
+        );
+        assert_eq!(redo_grown_advice(Knob::LogFileSize, 1 << 30, 1 << 30), None);
+        assert_eq!(redo_grown_advice(Knob::IoCapacityMax, 200, 2000), None);
     }
 }

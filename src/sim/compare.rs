@@ -785,7 +785,7 @@ mod tests {
     /// A redo resize does not stop the loop (`Server::start_set`): while the server
     /// works on it the controller goes on sampling, and audits the resize as applied
     /// once it has ended.
-    fn slow_resize_run(abandon: bool) -> (Vec<TickDecision>, Vec<u32>) {
+    fn slow_resize_run(abandon: bool) -> (Vec<TickDecision>, Vec<u32>, Vec<serde_json::Value>) {
         let scenario = Scenario::named("checkpoint_stall").unwrap();
         let peer = Peer::named("innopilot_redo").unwrap();
         let handle = SimServer::new(model_for(&scenario, &peer, 1));
@@ -798,15 +798,28 @@ mod tests {
             pending: None,
             during: during.clone(),
         };
-        let decisions =
-            drive_controller(server, &handle, peer.config().unwrap(), "slow-resize").unwrap();
+        let records = Records::default();
+        let audit = AuditLog::to_writer(Box::new(records.clone()));
+        let driven = drive_controller_audited(
+            server,
+            &handle,
+            peer.config().unwrap(),
+            "slow-resize",
+            audit,
+        )
+        .unwrap();
         let during = during.lock().unwrap().clone();
-        (decisions, during)
+        let text = String::from_utf8(records.0.lock().unwrap().clone()).unwrap();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (driven.decisions, during, records)
     }
 
     #[test]
     fn the_loop_samples_while_a_resize_runs() {
-        let (decisions, during) = slow_resize_run(false);
+        let (decisions, during, records) = slow_resize_run(false);
         let resizes: Vec<&TickDecision> = decisions
             .iter()
             .filter(|d| d.knob == Knob::LogFileSize)
@@ -828,6 +841,32 @@ mod tests {
             during.len(),
             "each resize audited as applied once it ended: {resizes:?}"
         );
+        // Its record says when it was sent: at least the ten samples it ran before
+        // the record (one a second). No other record has the field. The next record
+        // tells the operator how to keep the size.
+        let mut grows = 0;
+        for (i, r) in records.iter().enumerate() {
+            let sent = r["sent_unix_ms"].as_u64();
+            if r["knob"] == "innodb_log_file_size"
+                && r["applied"] == true
+                && r["to"].as_u64() > r["from"].as_u64()
+            {
+                grows += 1;
+                let (ended, sent) = (r["unix_ms"].as_u64().unwrap(), sent.expect("sent_unix_ms"));
+                assert!(ended >= sent + 10_000, "sent {sent}, ended {ended}: {r}");
+                let next = &records[i + 1];
+                let to = r["to"].as_u64().unwrap() >> 20;
+                assert_eq!(next["event"], "warning", "{next}");
+                let msg = next["message"].as_str().unwrap();
+                assert!(
+                    msg.contains(&format!("set innodb_log_file_size = {to}M under [mysqld]")),
+                    "{msg}"
+                );
+            } else {
+                assert_eq!(sent, None, "{r}");
+            }
+        }
+        assert_eq!(grows, during.len(), "{records:#?}");
     }
 
     /// Audit records written to memory.
@@ -964,7 +1003,7 @@ mod tests {
     /// the old size: audited as failed, and innopilot expects the old size again.
     #[test]
     fn an_abandoned_resize_is_audited_as_failed() {
-        let (decisions, during) = slow_resize_run(true);
+        let (decisions, during, records) = slow_resize_run(true);
         assert!(!during.is_empty(), "no resize started");
         let first = decisions
             .iter()
@@ -972,6 +1011,20 @@ mod tests {
             .expect("the resize's record");
         assert_eq!(first.outcome, Outcome::Failed, "{first:?}");
         assert!(first.reason.contains("abandoned"), "{}", first.reason);
+        // Failed too, it says when it was sent.
+        let rec = records
+            .iter()
+            .find(|r| r["event"] == "decision" && r["knob"] == "innodb_log_file_size")
+            .expect("the resize's audit record");
+        assert!(rec["sent_unix_ms"].as_u64().is_some(), "{rec}");
+        // Nothing grew: no advice to keep a size.
+        assert!(
+            !records.iter().any(|r| r["event"] == "warning"
+                && r["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("[mysqld]"))),
+            "{records:#?}"
+        );
         assert!(
             !decisions
                 .iter()
