@@ -17,9 +17,10 @@
 //!   detection, and the purge estimate (purgeable vs blocked, who blocks).
 //! - [`policy`]: pure policies (signals → proposals), each one file with its config
 //!   section (flush, with its two levers, one folder: the page cleaner, its batch
-//!   past the async point and [`policy::flush`]'s redo headroom); the two largest keep their unit tests in a
-//!   `tests.rs` beside them (`purge_rate/`, `flush/`); [`policy::registry`] lists and
-//!   ranks them; the arbiter; the servers' own formulas ([`policy::server_model`]).
+//!   past the async point and [`policy::flush`]'s redo headroom); the two largest
+//!   keep their unit tests in a `tests.rs` beside them (`purge_rate/`, `flush/`);
+//!   [`policy::registry`] lists and ranks them; the arbiter; the servers' own
+//!   formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the
 //!   audit log, the loop that performs plans (tick → typed report), restoring the
 //!   baseline at exit (`control::restore`) and crash recovery ([`control::recovery`]).
