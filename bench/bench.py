@@ -58,15 +58,16 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_45s_4t",
-                  "innopilot_redo", "innopilot_noresize", "redo_static_innopilot",
+                  "innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
                   "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "redo_static_innopilot", "neighbors0_innopilot"]
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
+                   "neighbors0_innopilot"]
 # The arms held to a budget of their own (ARM_BUDGET: the threshold arm's lag, or
 # MID_BUDGET), whose targets are also checked at that budget.
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t",
@@ -108,6 +109,10 @@ ARM_DOC = {
                       "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
     "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
                           "the shipped configuration until 2026-11-26",
+    "innopilot_held750": "innopilot run, default policies with a held batch of 750 ms of the device "
+                         "([policy.flush] held_batch = \"750ms\", the shipped 250 ms): whether fewer, larger "
+                         "batches (one data-file sync each) let more users through while they are held at the "
+                         "maximum checkpoint age",
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
                              "with innopilot run beside it, all default policies: what innopilot adds to the "
                              "DBA's fix",
@@ -687,6 +692,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm == "innopilot_noresize":
         lines += ["[policy.flush]", "redo_resize = false", ""]
+    if arm == "innopilot_held750":
+        lines += ["[policy.flush]", 'held_batch = "750ms"', ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the

@@ -854,6 +854,13 @@ mod tests {
         assert!(e.contains("from 1.05 to 4"), "{e}");
         let e = err("[policy.flush]\nredo_max_size = \"1MiB\"\n");
         assert!(e.contains(":2") && e.contains("\"8MiB\""), "{e}");
+        let e = err("[policy.flush]\nheld_batch = \"10ms\"\n");
+        assert!(
+            e.contains(":2") && e.contains("policy.flush.held_batch") && e.contains("\"50ms\""),
+            "{e}"
+        );
+        let c = Config::parse("[policy.flush]\nheld_batch = \"750ms\"\n", "t").unwrap();
+        assert_eq!(c.policy.flush.held_batch, Duration::from_millis(750));
         let e = err("[policy.undo]\nmax_truncations_per_hour = 0\n");
         assert!(
             e.contains(":2") && e.contains("policy.undo.max_truncations_per_hour"),

@@ -15,16 +15,6 @@ pub(super) const PAST_ASYNC: &str =
      while the device wrote about 330 pages/s, 85 s at 0 TPS against the defaults' 69), so it \
      is never raised there";
 
-/// Past the async point a batch of io_capacity_max pages is kept to this many seconds
-/// of the device's limit. Users waiting at the maximum checkpoint age are let through
-/// only by a checkpoint, and `buf_flush_sync_for_checkpoint()` (MariaDB buf0flu.cc)
-/// writes one after each `buf_flush_list(srv_max_io_capacity, lsn)` batch: a batch of
-/// B pages on a device of D pages/s holds them about B / D seconds. Measured in the
-/// real-server g_checkpoint_stall (fifth run, same build, device about 800 pages/s):
-/// a batch of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2000
-/// gave 35–51 s. Smaller batches cost one data-file sync each (`fil_flush_file_spaces`).
-pub(super) const BATCH_HOLD_S: f64 = 0.25;
-
 /// At the last second's rise the fill reaches the maximum checkpoint age within this
 /// many seconds: a burst, not a creep, and the page cleaner's batches will not stop
 /// it, so users reach the maximum with a batch under way and it holds them until it
@@ -57,7 +47,7 @@ impl Flush {
     }
 
     /// The highest io_capacity_max past the async point, where it is the batch size:
-    /// [`BATCH_HOLD_S`] of the device's limit once shown, never above [`Self::ceiling`]
+    /// [`held_batch`](super::FlushConfig::held_batch) of the device's limit once shown, never above [`Self::ceiling`]
     /// nor below io_capacity (the server's rule) and 100.
     ///
     /// Until the limit is shown ([`LIMIT_WINDOW_MS`] of users held), the best rate seen
@@ -70,7 +60,10 @@ impl Flush {
         let c = self.ceiling(base_cap, base_max);
         let dev = &self.state.device;
         match dev.limit.or(dev.best) {
-            Some(l) => ((l * BATCH_HOLD_S) as u64).min(c).max(base_cap).max(100),
+            Some(l) => ((l * self.cfg.held_batch.as_secs_f64()) as u64)
+                .min(c)
+                .max(base_cap)
+                .max(100),
             None => c,
         }
     }
@@ -154,8 +147,9 @@ impl Flush {
             };
             format!(
                 "users waited at the maximum checkpoint age within the last minute, and \
-                 each batch holds them until its checkpoint: a batch of at most {BATCH_HOLD_S} \
-                 s of the device{rate}"
+                 each batch holds them until its checkpoint: a batch of at most {} of the \
+                 device{rate}",
+                humantime::format_duration(self.cfg.held_batch)
             )
         } else if racing {
             format!(

@@ -67,8 +67,8 @@
 //!   second set: the probe and a need estimate of 120 000 pages/s raised it to 16 000
 //!   while the device wrote about 330 pages/s; 85 s at 0 TPS against the defaults'
 //!   69). While users are held there (the DML rate collapsed at the maximum age,
-//!   [`Signals::users_held`]) it is also lowered, to a batch of about `BATCH_HOLD_S`
-//!   of the device (never below io_capacity; until the limit is known, of the best
+//!   [`Signals::users_held`]) it is also lowered, to a batch of about `held_batch`
+//!   (250 ms) of the device (never below io_capacity; until the limit is known, of the best
 //!   rate seen, which is never below it): they are let through by the checkpoint MariaDB
 //!   writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller batch
 //!   moves it more often. With users at their rate it holds: a smaller batch there
@@ -1080,6 +1080,18 @@ pub struct FlushConfig {
     /// Above this fill and still rising, the flushing need estimate has failed:
     /// io_capacity_max probes upward ×`raise_factor` instead.
     pub probe_fill_pct: f64,
+    /// While users are held at the maximum checkpoint age, the batch past the async
+    /// point (io_capacity_max) is at most this much of the device's rate
+    /// (`Flush::batch_ceiling`). Users waiting there are let through only by a
+    /// checkpoint, and `buf_flush_sync_for_checkpoint()` (MariaDB buf0flu.cc) writes
+    /// one after each `buf_flush_list(srv_max_io_capacity, lsn)` batch: a batch of B
+    /// pages on a device of D pages/s holds them about B / D seconds. Measured in the
+    /// real-server g_checkpoint_stall (fifth run, device about 800 pages/s): a batch
+    /// of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2 000 gave
+    /// 35–51 s. Each batch costs a data-file sync (`fil_flush_file_spaces`), so
+    /// smaller batches write fewer pages a second: in the seventy-eighth run's h,
+    /// batches of 200 wrote 500–600 pages/s where the device had shown 850.
+    pub held_batch: Duration,
     /// Grow the redo log at sustained peaks, shrink it back when quiet (on by default).
     pub redo_resize: bool,
     /// The fill that counts as "at the maximum checkpoint age" …
@@ -1120,6 +1132,7 @@ impl Default for FlushConfig {
             raise_factor: 1.5,
             device_headroom: 2.0,
             probe_fill_pct: 95.0,
+            held_batch: Duration::from_millis(250),
             redo_resize: true,
             redo_grow_fill_pct: 95.0,
             redo_grow_after: Duration::from_secs(20),
@@ -1149,6 +1162,8 @@ pub struct RawFlush {
     raise_factor: Option<f64>,
     device_headroom: Option<f64>,
     probe_fill_pct: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    held_batch: Option<Duration>,
     redo_resize: Option<bool>,
     redo_grow_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
@@ -1219,6 +1234,13 @@ impl PolicyKind for Flush {
                 d.probe_fill_pct,
                 0.0,
                 150.0,
+            )?,
+            held_batch: s.duration(
+                "held_batch",
+                r.held_batch,
+                d.held_batch,
+                Duration::from_millis(50),
+                secs(2),
             )?,
             redo_resize: r.redo_resize.unwrap_or(d.redo_resize),
             redo_grow_fill_pct: s.float(

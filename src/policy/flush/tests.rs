@@ -445,6 +445,39 @@ fn never_a_burst_larger_than_the_device_sustains() {
     assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
 }
 
+/// The held batch is `held_batch` of the device: with the limit at 800 pages/s, a
+/// quarter second by default (200) and 600 pages at 750 ms; never below io_capacity.
+#[test]
+fn the_held_batch_is_held_batch_of_the_device() {
+    let caps = testkit::mariadb();
+    for (held_batch, want) in [(250, 200), (750, 600), (2000, 800)] {
+        let mut f = Flush::new(FlushConfig {
+            held_batch: Duration::from_millis(held_batch),
+            ..FlushConfig::default()
+        });
+        let mut cur = with(Knob::IoCapacityMax, 2000);
+        decide(&mut f, &caps, &cur, &signals(1, 0.5, 0.01, 0.0));
+        let mut last = 0;
+        for t in 2..30 {
+            let ps = decide(&mut f, &caps, &cur, &held(t, 1.0, 0.001, 800.0));
+            if let Some(m) = find(&ps, Knob::IoCapacityMax) {
+                cur.insert(Knob::IoCapacityMax, m.value);
+                last = m.value;
+                if t > 10 {
+                    assert!(
+                        m.reason
+                            .contains(&humantime::format_duration(f.cfg.held_batch).to_string()),
+                        "{}",
+                        m.reason
+                    );
+                }
+            }
+        }
+        assert_eq!(f.device().limit, Some(800.0), "held_batch {held_batch} ms");
+        assert_eq!(last, want, "held_batch {held_batch} ms");
+    }
+}
+
 /// Below the target, while a grow waits for its checkpoint, the batch left from
 /// the stall goes to one second of the device instead of the baseline: the page
 /// cleaner flushes toward the grow's LSN a batch of io_capacity_max a second, and
@@ -532,7 +565,7 @@ fn the_best_rate_stands_in_until_the_limit_is_known() {
     let m = find(&ps, Knob::IoCapacityMax).unwrap();
     assert!(
         m.reason
-            .contains("0.25 s of the device (its limit, about 800 pages/s)"),
+            .contains("250ms of the device (its limit, about 800 pages/s)"),
         "{}",
         m.reason
     );
