@@ -1088,9 +1088,11 @@ pub struct FlushConfig {
     /// pages on a device of D pages/s holds them about B / D seconds. Measured in the
     /// real-server g_checkpoint_stall (fifth run, device about 800 pages/s): a batch
     /// of 200 gave 0 and 6 s at 0 TPS, one of 832 gave 22 s, the defaults' 2 000 gave
-    /// 35–51 s. Each batch costs a data-file sync (`fil_flush_file_spaces`), so
-    /// smaller batches write fewer pages a second: in the seventy-eighth run's h,
-    /// batches of 200 wrote 500–600 pages/s where the device had shown 850.
+    /// 35–51 s. A larger batch lets no more users through on a device that is the
+    /// pace: in the seventy-ninth run's g (writes limited to about 512 doublewritten
+    /// pages/s) the device wrote 522–532 pages/s while users were held with batches
+    /// of 200 (250 ms) and 502–526 with batches of 317–597 (750 ms), which had 1–4 s
+    /// under 50 TPS a repetition against 0–1 and a higher p99.9.
     pub held_batch: Duration,
     /// Grow the redo log at sustained peaks, shrink it back when quiet (on by default).
     pub redo_resize: bool,
