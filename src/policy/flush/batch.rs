@@ -47,8 +47,9 @@ impl Flush {
     }
 
     /// The highest io_capacity_max past the async point, where it is the batch size:
-    /// [`held_batch`](super::FlushConfig::held_batch) of the device's limit once shown, never above [`Self::ceiling`]
-    /// nor below io_capacity (the server's rule) and 100.
+    /// [`held_batch`](super::FlushConfig::held_batch) of the device's limit once
+    /// shown, never above [`Self::ceiling`] nor below io_capacity (the server's rule)
+    /// and 100.
     ///
     /// Until the limit is shown ([`LIMIT_WINDOW_MS`] of users held), the best rate seen
     /// stands in for it. The best is the peak of single seconds, never below the limit

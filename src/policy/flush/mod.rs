@@ -68,15 +68,17 @@
 //!   while the device wrote about 330 pages/s; 85 s at 0 TPS against the defaults'
 //!   69). While users are held there (the DML rate collapsed at the maximum age,
 //!   [`Signals::users_held`]) it is also lowered, to a batch of about `held_batch`
-//!   (250 ms) of the device (never below io_capacity; until the limit is known, of the best
-//!   rate seen, which is never below it): they are let through by the checkpoint MariaDB
-//!   writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller batch
-//!   moves it more often. With users at their rate it holds: a smaller batch there
-//!   only slows every writer (the real-server f_cold_view). Unless the fill races to
-//!   the maximum ([`RACE_S`](batch::RACE_S)) with the device, not the request, the
-//!   pace: from a second or two before the async point ([`CROSS_S`](batch::CROSS_S))
-//!   the batch is one second of the device, since users will reach the maximum inside
-//!   whichever batch is under way. [`batch`] owns these rules.
+//!   (250 ms) of the device (never below io_capacity; until the limit is known, of the
+//!   best rate seen, which is never below it): they are let through by the checkpoint
+//!   MariaDB writes after each batch (`buf_flush_sync_for_checkpoint()`), so a smaller
+//!   batch moves it more often, and on a device that is the pace a larger one writes
+//!   no more pages a second (the seventy-ninth real-server run's g and h). With users
+//!   at their rate it holds: a smaller batch there only slows every writer (the
+//!   real-server f_cold_view). Unless the fill races to the maximum
+//!   ([`RACE_S`](batch::RACE_S)) with the device, not the request, the pace: from a
+//!   second or two before the async point ([`CROSS_S`](batch::CROSS_S)) the batch is
+//!   one second of the device, since users will reach the maximum inside whichever
+//!   batch is under way. [`batch`] owns these rules.
 //! - **innodb_io_capacity stays at its baseline.** It only scales the dirty-page and
 //!   idle terms; io_capacity_max is kept ≥ it (the server's rule).
 //! - **Not while users wait for free pages.** When user threads wait for a free

@@ -445,8 +445,9 @@ fn never_a_burst_larger_than_the_device_sustains() {
     assert_eq!((m.value, m.intent), (2000, Intent::Release), "{}", m.reason);
 }
 
-/// The held batch is `held_batch` of the device: with the limit at 800 pages/s, a
-/// quarter second by default (200) and 600 pages at 750 ms; never below io_capacity.
+/// The held batch is `held_batch` of the device's limit: at 800 pages/s, 600 pages
+/// at 750 ms; 200 at the default 250 ms (io_capacity's floor too); at 2 s, the limit
+/// itself (never a batch larger than the device writes in a second).
 #[test]
 fn the_held_batch_is_held_batch_of_the_device() {
     let caps = testkit::mariadb();
