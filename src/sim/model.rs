@@ -1339,7 +1339,7 @@ impl Model {
     }
 
     /// Starts `SET GLOBAL innodb_log_file_size = value` as MariaDB ≥ 10.9 runs it
-    /// ([`Resize`]): the size in effect, and the one read back, stay the old one until
+    /// (`Resize`): the size in effect, and the one read back, stay the old one until
     /// the checkpoint passes the LSN it began at. A second resize while one runs is
     /// refused as the server refuses it. A server with nothing left to run (the
     /// scenario is over) checkpoints at once, so the resize ends at once, as on an

@@ -51,7 +51,7 @@ impl Flush {
     /// shown, never above [`Self::ceiling`] nor below io_capacity (the server's rule)
     /// and 100.
     ///
-    /// Until the limit is shown ([`LIMIT_WINDOW_MS`] of users held), the best rate seen
+    /// Until the limit is shown ([`LIMIT_WINDOW_MS`](super::LIMIT_WINDOW_MS) of users held), the best rate seen
     /// stands in for it. The best is the peak of single seconds, never below the limit
     /// learned later, so this provisional batch is never smaller than the one that
     /// follows. Without it, users wait out the learning window at the server's batch.

@@ -75,10 +75,10 @@
 //!   no more pages a second (the seventy-ninth real-server run's g and h). With users
 //!   at their rate it holds: a smaller batch there only slows every writer (the
 //!   real-server f_cold_view). Unless the fill races to the maximum
-//!   ([`RACE_S`](batch::RACE_S)) with the device, not the request, the pace: from a
-//!   second or two before the async point ([`CROSS_S`](batch::CROSS_S)) the batch is
-//!   one second of the device, since users will reach the maximum inside whichever
-//!   batch is under way. [`batch`] owns these rules.
+//!   (`batch::RACE_S`) with the device, not the request, the pace: from a second or
+//!   two before the async point (`batch::CROSS_S`) the batch is one second of the
+//!   device, since users will reach the maximum inside whichever batch is under way.
+//!   The private module `batch` owns these rules.
 //! - **innodb_io_capacity stays at its baseline.** It only scales the dirty-page and
 //!   idle terms; io_capacity_max is kept ≥ it (the server's rule).
 //! - **Not while users wait for free pages.** When user threads wait for a free
@@ -109,7 +109,7 @@
 //!   the DML-delay pair.
 //! - **Redo headroom** (`redo_resize`): when the fill sits at the maximum checkpoint
 //!   age, grow the redo log within a disk budget and a measured recovery-time bound;
-//!   [`redo`] owns it.
+//!   the private module `redo` owns it.
 //!
 //!
 //! [`Signals::redo_fill`]: crate::signals::Signals::redo_fill
@@ -1121,7 +1121,7 @@ pub struct FlushConfig {
     /// 0 leaves the variable alone.
     pub wake_lwm_pct: u64,
     /// innodb_flush_neighbors = 0 while flushing is managed, when the server's is not
-    /// 0 (see [`Flush::neighbors`]). false leaves the variable alone.
+    /// 0 (see `Flush::neighbors`). false leaves the variable alone.
     pub neighbors_off: bool,
 }
 
