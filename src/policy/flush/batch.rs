@@ -51,10 +51,11 @@ impl Flush {
     /// shown, never above [`Self::ceiling`] nor below io_capacity (the server's rule)
     /// and 100.
     ///
-    /// Until the limit is shown ([`LIMIT_WINDOW_MS`](super::LIMIT_WINDOW_MS) of users held), the best rate seen
-    /// stands in for it. The best is the peak of single seconds, never below the limit
-    /// learned later, so this provisional batch is never smaller than the one that
-    /// follows. Without it, users wait out the learning window at the server's batch.
+    /// Until the limit is shown ([`LIMIT_WINDOW_MS`](super::LIMIT_WINDOW_MS) of users
+    /// held), the best rate seen stands in for it. The best is the peak of single
+    /// seconds, never below the limit learned later, so this provisional batch is
+    /// never smaller than the one that follows. Without it, users wait out the
+    /// learning window at the server's batch.
     /// In the eleventh real-server run's g, 6 of the 10 s at 0 TPS fell in those 5 s:
     /// batches of 2 000 against a best of 1 998 and a limit of 799 pages/s.
     pub(super) fn batch_ceiling(&self, base_cap: u64, base_max: u64) -> u64 {
