@@ -281,7 +281,7 @@ async fn an_evicting_page_cleaner_runs_no_flush_list_batch_below_the_async_point
         below_async,
         "the age reached the async point: {a:?} → {b:?}"
     );
-    let share = innopilot::policy::flush::EVICTING_LIST_SHARE;
+    let share = innopilot::policy::server_model::EVICTING_LIST_SHARE;
     assert!(
         lru > 100 && (flushed - lru.min(flushed)) as f64 <= share * flushed as f64,
         "not evicting: {lru} of {flushed} pages flushed were the LRU's"

@@ -46,7 +46,10 @@
 //!    its window is taken back, and so is one while users wait for free pages
 //!    ([`FREE_PAGE_WAITS_PER_S`]); then no more are added until the debt is paid and
 //!    the delay stage takes over. On a device-bound purge more threads only take reads
-//!    and buffer-pool pages from users.
+//!    and buffer-pool pages from users. None is added, and one added earlier is handed
+//!    back, while the page cleaner is evicting (the LRU flushed at least 90 % of the
+//!    pages in a second of the last window, [`EVICTION_THREADS`]): the pool is short
+//!    of free pages, and each page a thread reads takes one users wait for.
 //! 2. **A sliding DML-delay threshold**, once every allowed thread is in use, or none
 //!    can be added (none on this server, or the redo gate holds them back: in the
 //!    real-server benchmark a gate on this stage kept the controller out for whole
@@ -112,7 +115,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::server_model::{delay_for_slowdown_us, dml_delay_us, lag_for_delay, row_time_us};
+use super::server_model::{
+    delay_for_slowdown_us, dml_delay_us, lag_for_delay, page_cleaner_evicting, row_time_us,
+};
 use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PAGE_WAITS_PER_S};
 use crate::config::check::{ConfigError, Section};
@@ -196,6 +201,22 @@ pub const APPROACH_S: f64 = 30.0;
 /// that never came was followed within two seconds by free-page waits, and twice by a
 /// second under half the median TPS.
 pub const AHEAD_THREADS: u64 = 1;
+
+/// Extra purge threads while the page cleaner is evicting
+/// ([`EVICTING_LIST_SHARE`](super::server_model::EVICTING_LIST_SHARE)): none. Every
+/// page a purge thread reads needs a free block, and with the free list short
+/// MariaDB's `buf_LRU_get_free_block()` (buf0lru.cc) makes the reader wait for the page
+/// cleaner's LRU batch, which a purge thread does not make faster: a thread more only
+/// moves free pages and device reads from users to purge. The stage learned that only
+/// from the free-page waits a thread caused (its judgement, after the fact), and the
+/// real-server benchmark's e (128 MiB pool, all pages flushed through the LRU from the
+/// first minute) paid for each lesson. Over the innopilot arms' repetitions of e in
+/// the fiftieth to eightieth runs (`bench/threads.py`), seconds under half the median
+/// TPS came at 0.1 per 1 000 with the baseline's threads, 5.4 with one thread more
+/// (54.5 while the DML delay ran) and 79–250 with two; a sixth thread was added 12
+/// times and kept at most 12 s, never judged to help. The ablation without a thread
+/// stage (twenty-fifth run) served as many transactions as the arm that probed.
+pub const EVICTION_THREADS: u64 = 0;
 
 /// A transaction holding a read view for at least this share of `min_view_age`, but
 /// not yet `min_view_age`, may be a view the estimate does not count yet: no purge
@@ -315,6 +336,12 @@ struct State {
     retracting: bool,
     /// The last tick at which users waited for free pages (ms).
     waited_ms: Option<u64>,
+    /// The last tick at which the page cleaner was evicting (ms), and the LRU's and all
+    /// pages flushed a second then ([`page_cleaner_evicting`]).
+    evicted: Option<(u64, f64, f64)>,
+    /// The page cleaner evicted at some tick of the last judging window: no purge
+    /// thread over the baseline ([`PurgeRate::thread_cap`]).
+    evicting: bool,
     /// Whether redo fill lets purge threads be raised (with hysteresis).
     threads_open: bool,
     /// When the redo gate last changed (ms).
@@ -452,12 +479,15 @@ impl PurgeRate {
         })
     }
 
-    /// Extra threads the stage may use now: those judged to help (all until one was
-    /// taken back), and while history is still within its budget no more than
+    /// Extra threads the stage may use now: none while the page cleaner is evicting
+    /// ([`EVICTION_THREADS`]); otherwise those judged to help (all until one was taken
+    /// back), and while history is still within its budget no more than
     /// [`AHEAD_THREADS`].
     fn thread_cap(&self, stages: &Stages, within_budget: bool) -> u64 {
         let cap = self.state.threads_cap.unwrap_or(stages.extra_threads);
-        if within_budget {
+        if self.state.evicting {
+            EVICTION_THREADS
+        } else if within_budget {
             cap.min(AHEAD_THREADS)
         } else {
             cap
@@ -910,6 +940,15 @@ impl Policy for PurgeRate {
             .state
             .waited_ms
             .is_some_and(|t| s.t_ms.saturating_sub(t) < settle_ms);
+        // The page cleaner evicting at any tick of the judging window, as the waits: its
+        // LRU share swings between batches.
+        if let Some((lru, flushed)) = page_cleaner_evicting(s) {
+            self.state.evicted = Some((s.t_ms, lru, flushed));
+        }
+        self.state.evicting = self
+            .state
+            .evicted
+            .is_some_and(|(t, _, _)| s.t_ms.saturating_sub(t) < settle_ms);
         let young_view = self.young_view(s);
         // The redo gate closed while a thread was being judged: the stage hands every
         // thread back to the baseline below, and that one never ran its window. It is
@@ -932,6 +971,11 @@ impl Policy for PurgeRate {
             });
             if k > 0 && (waits || gained == Some(false)) {
                 self.take_back_thread(s.t_ms);
+            } else if k > cap && self.state.evicting {
+                // Added before the pool began evicting: handed back one by one, and
+                // not held against the episode (the pool may stop evicting).
+                self.state.threads_extra = k - 1;
+                self.state.threads_changed_ms = Some(s.t_ms);
             } else if over && y > r && k < cap && !waits && !young_view {
                 self.state.judging = Some(purge_throughput(s, y));
                 self.state.threads_extra = k + 1;
@@ -979,8 +1023,13 @@ impl Policy for PurgeRate {
                 } else {
                     Intent::Act
                 };
-                let capped = match self.state.threads_cap {
-                    Some(c) if c < stages.extra_threads => format!(
+                let capped = match (self.state.threads_cap, self.state.evicted) {
+                    (_, Some((_, lru, flushed))) if self.state.evicting => format!(
+                        "; none over the baseline while the page cleaner is evicting \
+                         ({lru:.0} of the {flushed:.0} pages/s flushed were the LRU's): \
+                         every page purge reads then takes a free page users wait for"
+                    ),
+                    (Some(c), _) if c < stages.extra_threads => format!(
                         "; no more than {}: a thread more did not purge at least {:.0} % \
                          faster, or users waited for free pages",
                         base + c,

@@ -36,7 +36,7 @@
 //! (`need_LRU_eviction()`) and no flush-ahead is pending, the loop runs
 //! `buf_flush_LRU(srv_max_io_capacity)` instead of any flush-list batch, so below the
 //! async point io_capacity_max paces no flush-list flushing; the policy recognises
-//! that from the LRU's share of the pages flushed ([`EVICTING_LIST_SHARE`]) and holds.
+//! that from the LRU's share of the pages flushed ([`EVICTING_LIST_SHARE`](super::server_model::EVICTING_LIST_SHARE)) and holds.
 //! [`page_cleaner_pages`] is that model; the simulator and the tests' plant use it.
 //!
 //! - **io_capacity_max is the lever.** When f reaches `target_fill_pct`, or p has
@@ -120,6 +120,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::server_model::page_cleaner_evicting;
 use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PAGE_WAITS_PER_S};
 use crate::config::check::{ConfigError, Section};
 use crate::server::Knob;
@@ -156,39 +157,12 @@ const DEVICE_PACE: f64 = 1.5;
 /// Half-life of the best flush rate seen.
 const BEST_HALF_LIFE_S: f64 = 3600.0;
 
-/// Below the async point the page cleaner is evicting when fewer than this share of
-/// the pages flushed in a second were flush-list pages (the rest the LRU's).
-/// MariaDB's `buf_flush_page_cleaner()` (buf0flu.cc) checks `need_LRU_eviction()`
-/// (free list under half of innodb_lru_scan_depth, or a user waiting for a free page)
-/// before anything else and, unless a flush-ahead is pending, runs
-/// `buf_flush_LRU(srv_max_io_capacity)` and goes back to the top: no flush-list batch,
-/// so io_capacity_max paces no flush-list flushing before the async point, and a
-/// larger one is only a larger LRU batch. The checkpoint moves only as far as the
-/// LRU's writes retire the oldest pages (`tests/page_cleaner.rs` measured 124 adaptive
-/// pages against 129 729 LRU pages in 10 s). The fifth real-server run's e_purge_behind
-/// (128 MiB pool, read-bound updates) is the case: with the page cleaner woken the
-/// fill still rose about 1 %/s to the async point and collapsed there, while the
-/// policy raised io_capacity_max 2 000 → 12 500 to no effect.
-pub const EVICTING_LIST_SHARE: f64 = 0.1;
-
 /// io_capacity_max up to this share above the need holds (not chasing noise).
 const NEED_BAND: f64 = 0.15;
 
 /// innodb_adaptive_flushing_lwm's default, % of the redo capacity: below it the page
 /// cleaner does no redo-driven flushing.
 const ADAPTIVE_LWM: f64 = 0.10;
-
-/// The page cleaner is evicting ([`EVICTING_LIST_SHARE`]): the LRU's and all pages
-/// flushed per second this tick, when fewer than that share were flush-list pages.
-/// `None` without the LRU counter (MySQL, MariaDB < 10.5) or without flushing.
-fn evicting(s: &Signals) -> Option<(f64, f64)> {
-    let flushed = s
-        .pages_flushed_rate
-        .filter(|r| r.is_finite() && *r >= 1.0)?;
-    let lru = s.lru_flushed_rate.filter(|r| r.is_finite() && *r >= 0.0)?;
-    let list = (flushed - lru).max(0.0);
-    (list < EVICTING_LIST_SHARE * flushed).then_some((lru, flushed))
-}
 
 /// Pages the page cleaner asks for in one pass (about a second) at checkpoint age
 /// `age`, by MariaDB 10.11's `buf0flu.cc` (see the module documentation):
@@ -632,7 +606,8 @@ impl Flush {
             && points.is_some_and(|p| {
                 fill > 0.0 && p.age * (fill + CROSS_S * self.state.rise) / fill >= p.async_point
             });
-        let evicting = evicting(s).filter(|_| points.is_some_and(|p| !p.past_async() && !crossing));
+        let evicting = page_cleaner_evicting(s)
+            .filter(|_| points.is_some_and(|p| !p.past_async() && !crossing));
         let (want, why) = if let (true, Some((lru, flushed))) = (pressure.raise, evicting) {
             let v = if cur == base_max {
                 cur

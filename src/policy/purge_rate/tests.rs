@@ -1191,6 +1191,77 @@ fn no_purge_thread_while_users_wait_for_free_pages() {
     assert!((13..60).all(|i| at_rate(&mut p, i, 0.0, 1_000.0) == 5));
 }
 
+/// While the page cleaner is evicting (the LRU flushed at least 90 % of the pages in a
+/// second of the last window) no purge thread is added over the baseline, and one added
+/// before is handed back: every page a thread reads then takes a free page users wait
+/// for (`EVICTION_THREADS`). Not held against the episode: once the pool stops
+/// evicting for a window, threads come again.
+#[test]
+fn no_purge_thread_while_the_page_cleaner_evicts() {
+    let caps = testkit::mariadb();
+    let base = baseline(4);
+    // The purge-thread proposal at tick i with `lru` of 5 000 pages/s flushed by the
+    // LRU, history growing at `rate`.
+    let at = |p: &mut PurgeRate, i: u64, lru: f64, rate: f64| {
+        let mut s = signals_with(900_000, rate, None);
+        s.t_ms = 100_000 + i * 1000;
+        s.pages_flushed_rate = Some(5_000.0);
+        s.lru_flushed_rate = Some(lru);
+        let ps = decide(p, &caps, &base, &s);
+        find(&ps, Knob::PurgeThreads).unwrap().clone()
+    };
+    // Over budget and growing, the pool evicting: the baseline, and the reason says why.
+    let mut p = PurgeRate::new(PurgeRateConfig::default());
+    for i in 0..40 {
+        let q = at(&mut p, i, 4_800.0, 2_000.0);
+        assert_eq!(
+            q.value, 4,
+            "tick {i}: a thread added while the pool evicted"
+        );
+        assert!(
+            q.reason.contains("none over the baseline while the page cleaner is evicting (4800 of the 5000 pages/s"),
+            "{}",
+            q.reason
+        );
+    }
+    // Every allowed thread is in use (none): the delay stage runs instead.
+    let mut s = signals_with(900_000, 2_000.0, None);
+    s.t_ms = 140_000;
+    s.pages_flushed_rate = Some(5_000.0);
+    s.lru_flushed_rate = Some(5_000.0);
+    let ps = decide(&mut p, &caps, &base, &s);
+    assert!(
+        find(&ps, Knob::MaxPurgeLagDelay).is_some_and(|q| q.value > 0),
+        "{ps:?}"
+    );
+    // A flush-list share of 12 % is not evicting: the thread comes.
+    let mut p = PurgeRate::new(PurgeRateConfig::default());
+    assert_eq!(at(&mut p, 0, 4_400.0, 2_000.0).value, 5);
+    // Kept through its window (it purges faster), then the pool evicts: it is handed
+    // back at the next settled tick, and none comes while the eviction lasts.
+    assert!((1..11).all(|i| at(&mut p, i, 0.0, 1_000.0).value == 5));
+    assert_eq!(
+        at(&mut p, 11, 0.0, 1_000.0).value,
+        6,
+        "a thread that helped is kept"
+    );
+    assert_eq!(
+        at(&mut p, 12, 5_000.0, 1_000.0).value,
+        6,
+        "inside the judging window"
+    );
+    assert_eq!(at(&mut p, 23, 5_000.0, 1_000.0).value, 5);
+    assert_eq!(at(&mut p, 34, 5_000.0, 1_000.0).value, 4);
+    // One evicting second in a window (11 s here) is enough to hold the baseline.
+    for i in 35..=60 {
+        let lru = if i % 10 == 0 { 5_000.0 } else { 0.0 };
+        assert_eq!(at(&mut p, i, lru, 2_000.0).value, 4, "tick {i}");
+    }
+    assert!((61..71).all(|i| at(&mut p, i, 0.0, 2_000.0).value == 4));
+    // A window with no eviction: a thread comes again.
+    assert_eq!(at(&mut p, 71, 0.0, 2_000.0).value, 5);
+}
+
 /// The take-back at the first free-page wait comes inside the guard's dwell of the
 /// add: it is proposed as a retract until it is in effect, and the controller's
 /// planning step applies it at once (the sixty-fifth real-server run's e: refused
