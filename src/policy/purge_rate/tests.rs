@@ -1135,19 +1135,28 @@ fn a_running_delay_stays_while_a_thread_is_judged() {
     assert!(released.is_empty(), "the delay was released: {released:?}");
 }
 
+/// The purge-thread proposal on MariaDB (baseline 4) at tick `i` of a history of 900 k
+/// growing at `rate`, with `edit` applied to the signals.
+fn thread_proposal(
+    p: &mut PurgeRate,
+    i: u64,
+    rate: f64,
+    edit: impl FnOnce(&mut Signals),
+) -> Proposal {
+    let mut s = signals_with(900_000, rate, None);
+    s.t_ms = 100_000 + i * 1000;
+    edit(&mut s);
+    let ps = decide(p, &testkit::mariadb(), &baseline(4), &s);
+    find(&ps, Knob::PurgeThreads).unwrap().clone()
+}
+
 /// Users waiting for free pages: no thread is added, and an added one goes.
 #[test]
 fn no_purge_thread_while_users_wait_for_free_pages() {
-    let caps = testkit::mariadb();
-    let base = baseline(4);
     // Purge threads proposed at tick i, with this many free-page waits a second
     // and this history rate.
     let at_rate = |p: &mut PurgeRate, i: u64, waits: f64, rate: f64| {
-        let mut s = signals_with(900_000, rate, None);
-        s.t_ms = 100_000 + i * 1000;
-        s.free_page_wait_rate = Some(waits);
-        let ps = decide(p, &caps, &base, &s);
-        find(&ps, Knob::PurgeThreads).unwrap().value
+        thread_proposal(p, i, rate, |s| s.free_page_wait_rate = Some(waits)).value
     };
     let at = |p: &mut PurgeRate, i: u64, waits: f64| at_rate(p, i, waits, 2_000.0);
     let mut p = PurgeRate::new(PurgeRateConfig::default());
@@ -1203,12 +1212,10 @@ fn no_purge_thread_while_the_page_cleaner_evicts() {
     // The purge-thread proposal at tick i with `lru` of 5 000 pages/s flushed by the
     // LRU, history growing at `rate`.
     let at = |p: &mut PurgeRate, i: u64, lru: f64, rate: f64| {
-        let mut s = signals_with(900_000, rate, None);
-        s.t_ms = 100_000 + i * 1000;
-        s.pages_flushed_rate = Some(5_000.0);
-        s.lru_flushed_rate = Some(lru);
-        let ps = decide(p, &caps, &base, &s);
-        find(&ps, Knob::PurgeThreads).unwrap().clone()
+        thread_proposal(p, i, rate, |s| {
+            s.pages_flushed_rate = Some(5_000.0);
+            s.lru_flushed_rate = Some(lru);
+        })
     };
     // Over budget and growing, the pool evicting: the baseline, and the reason says why.
     let mut p = PurgeRate::new(PurgeRateConfig::default());
