@@ -36,7 +36,8 @@
 //! (`need_LRU_eviction()`) and no flush-ahead is pending, the loop runs
 //! `buf_flush_LRU(srv_max_io_capacity)` instead of any flush-list batch, so below the
 //! async point io_capacity_max paces no flush-list flushing; the policy recognises
-//! that from the LRU's share of the pages flushed ([`EVICTING_LIST_SHARE`](super::server_model::EVICTING_LIST_SHARE)) and holds.
+//! that from the LRU's share of the pages flushed
+//! ([`EVICTING_LIST_SHARE`](super::server_model::EVICTING_LIST_SHARE)) and holds.
 //! [`page_cleaner_pages`] is that model; the simulator and the tests' plant use it.
 //!
 //! - **io_capacity_max is the lever.** When f reaches `target_fill_pct`, or p has
