@@ -153,6 +153,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Evicting is fewer than 10 % of the pages flushed in a second from the flush
+    /// list; nothing is known without the LRU counter or without flushing.
+    #[test]
+    fn the_page_cleaner_evicts_when_the_lru_flushes_nine_pages_in_ten() {
+        let at = |flushed: Option<f64>, lru: Option<f64>| {
+            page_cleaner_evicting(&Signals {
+                pages_flushed_rate: flushed,
+                lru_flushed_rate: lru,
+                ..Signals::default()
+            })
+        };
+        assert_eq!(at(Some(5_000.0), Some(5_000.0)), Some((5_000.0, 5_000.0)));
+        assert_eq!(at(Some(1_000.0), Some(901.0)), Some((901.0, 1_000.0)));
+        assert_eq!(
+            at(Some(1_000.0), Some(900.0)),
+            None,
+            "10 % flush-list pages"
+        );
+        assert_eq!(at(Some(1_000.0), Some(0.0)), None);
+        assert_eq!(at(Some(1_000.0), None), None, "MySQL: no LRU counter");
+        assert_eq!(at(Some(0.5), Some(0.5)), None, "nothing flushed");
+        assert_eq!(at(None, Some(100.0)), None);
+        assert_eq!(at(Some(f64::NAN), Some(100.0)), None);
+    }
+
     /// The real-server benchmark's load: 4 sysbench threads (Threads_running 5 with
     /// innopilot's own query) changing 45 000 rows/s, 89 µs a row.
     #[test]
