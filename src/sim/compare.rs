@@ -779,6 +779,27 @@ mod tests {
         }
     }
 
+    /// The twin of e_purge_behind evicts from the start, so the purge-rate policy adds
+    /// no purge thread over the baseline there, as on the real server (the
+    /// eighty-first real-server run); its delay stage still holds the debt.
+    #[test]
+    fn no_purge_thread_in_the_evicting_twin() {
+        let scenario = Scenario::named("purge_behind").unwrap();
+        let run = run(&scenario, &Peer::named("innopilot").unwrap(), 1).unwrap();
+        let threads: Vec<_> = run
+            .decisions
+            .iter()
+            .filter(|d| d.knob == Knob::PurgeThreads.to_string() && d.to > d.from)
+            .collect();
+        assert!(threads.is_empty(), "{threads:?}");
+        assert!(
+            run.decisions
+                .iter()
+                .any(|d| d.knob == Knob::MaxPurgeLagDelay.to_string() && d.to > 0),
+            "no DML delay"
+        );
+    }
+
     /// The session of a hanging shrink.
     const SHRINK_SESSION: u64 = 77;
 

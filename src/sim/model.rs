@@ -186,6 +186,10 @@ pub struct Model {
     /// `log_checkpoint()` have it.
     flush_list: VecDeque<(f64, f64)>,
     pages_flushed: f64,
+    /// Of those, the pages written to free buffer-pool pages for reads: all of them
+    /// while users read a working set larger than the pool ([`Workload::evicts`]).
+    /// Reported on MariaDB only, as `Innodb_buffer_pool_pages_LRU_flushed` (≥ 10.5).
+    pages_lru_flushed: f64,
     dirty_rate_ema: f64,
     /// MySQL: waiting until checkpoint age is back at the async point.
     hard_stall: bool,
@@ -433,6 +437,7 @@ impl Model {
             dirty: 0.0,
             flush_list: VecDeque::new(),
             pages_flushed: 0.0,
+            pages_lru_flushed: 0.0,
             dirty_rate_ema: 0.0,
             hard_stall: false,
             stall_run_s: 0.0,
@@ -681,6 +686,7 @@ impl Model {
         self.dirty = 0.0;
         self.flush_list.clear();
         self.pages_flushed = 0.0;
+        self.pages_lru_flushed = 0.0;
         self.rows_updated = 0.0;
         self.commits = 0.0;
         self.backlog = 0.0;
@@ -846,6 +852,9 @@ impl Model {
         let flushed = (target * dt).min(device_room).min(self.dirty).max(0.0);
         self.dirty -= flushed;
         self.pages_flushed += flushed;
+        if w.evicts(&hw) {
+            self.pages_lru_flushed += flushed;
+        }
         let in_order = self.in_order_share(&hw, &w);
         self.flush_spread(flushed * (1.0 - in_order));
         let age_after_flush = self.flush_oldest(flushed * in_order);
@@ -1107,6 +1116,12 @@ impl Model {
             self.sc.hardware.buffer_pool_pages,
         );
         st("Innodb_buffer_pool_pages_flushed", self.pages_flushed);
+        if self.flavor == SimFlavor::MariaDb1011 {
+            st(
+                "Innodb_buffer_pool_pages_LRU_flushed",
+                self.pages_lru_flushed,
+            );
+        }
         st("Com_commit", self.commits);
         st("Threads_running", self.threads_running.ceil());
         let history = self.history_len();
@@ -1860,6 +1875,29 @@ mod tests {
         let mut m = Model::new(&s, ma, s.startup_knobs(ma), 1);
         assert_eq!(m.set_knob(Knob::PurgeThreads, 64).unwrap(), 32);
         assert!(m.set_knob(Knob::RedoLogCapacity, 1 << 30).is_err());
+    }
+
+    /// A twin whose users read more than the pool holds reports every page flushed as
+    /// the LRU's (MariaDB's counter; MySQL has none); one that reads nothing, none.
+    #[test]
+    fn an_evicting_pool_flushes_through_the_lru() {
+        let second = |name: &str, flavor: SimFlavor| {
+            let s = Scenario::named(name).unwrap();
+            let mut m = Model::new(&s.realize(1), flavor, s.startup_knobs(flavor), 1);
+            for _ in 0..60 {
+                m.advance_second();
+            }
+            m.sample()
+        };
+        let e = second("purge_behind", SimFlavor::MariaDb1011);
+        assert!(e.pages_flushed.unwrap() > 0, "{e:?}");
+        assert_eq!(e.pages_lru_flushed, e.pages_flushed);
+        let quiet = second("long_read_view", SimFlavor::MariaDb1011);
+        assert_eq!(quiet.pages_lru_flushed, Some(0));
+        assert_eq!(
+            second("purge_behind", SimFlavor::MySql80).pages_lru_flushed,
+            None
+        );
     }
 
     #[test]

@@ -132,6 +132,17 @@ pub struct Workload {
     pub tables: f64,
 }
 
+impl Workload {
+    /// Users read pages the pool cannot hold, so every read needs a free page and the
+    /// pool evicts: MariaDB's page cleaner then runs `buf_flush_LRU()` instead of a
+    /// flush-list batch while `need_LRU_eviction()` (buf0flu.cc), and every page it
+    /// writes is the LRU's (the real e_purge_behind: all of them from the first minute;
+    /// `tests/page_cleaner.rs`: 129 729 LRU pages against 124 adaptive in 10 s).
+    pub fn evicts(&self, hw: &Hardware) -> bool {
+        self.reads_per_trx > 0.0 && self.working_set_pages > hw.buffer_pool_pages
+    }
+}
+
 /// A consistent read view held from `start_s` to `end_s` (e.g. mysqldump, a report):
 /// history committed after `start_s` cannot be purged while it is open.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
