@@ -1,8 +1,8 @@
 //! The servers' own formulas, as the server code computes them: the DML delay each
 //! flavor applies for a given history and `innodb_max_purge_lag`(`_delay`), its
 //! inverse (the lag that yields a wanted delay), the per-row cost of a delay, and
-//! whether the page cleaner is evicting. Not a policy: every policy that reasons about the DML brake, and the simulator,
-//! use these same functions.
+//! whether the page cleaner is evicting. Not a policy: every policy that reasons about
+//! the DML brake or the page cleaner, and the simulator, use these same functions.
 
 use crate::server::{Flavor, Knob, KnobValues};
 use crate::signals::Signals;

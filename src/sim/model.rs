@@ -186,10 +186,6 @@ pub struct Model {
     /// `log_checkpoint()` have it.
     flush_list: VecDeque<(f64, f64)>,
     pages_flushed: f64,
-    /// Of those, the pages written to free buffer-pool pages for reads: all of them
-    /// while users read a working set larger than the pool ([`Workload::evicts`]).
-    /// Reported on MariaDB only, as `Innodb_buffer_pool_pages_LRU_flushed` (≥ 10.5).
-    pages_lru_flushed: f64,
     dirty_rate_ema: f64,
     /// MySQL: waiting until checkpoint age is back at the async point.
     hard_stall: bool,
@@ -437,7 +433,6 @@ impl Model {
             dirty: 0.0,
             flush_list: VecDeque::new(),
             pages_flushed: 0.0,
-            pages_lru_flushed: 0.0,
             dirty_rate_ema: 0.0,
             hard_stall: false,
             stall_run_s: 0.0,
@@ -686,7 +681,6 @@ impl Model {
         self.dirty = 0.0;
         self.flush_list.clear();
         self.pages_flushed = 0.0;
-        self.pages_lru_flushed = 0.0;
         self.rows_updated = 0.0;
         self.commits = 0.0;
         self.backlog = 0.0;
@@ -852,9 +846,6 @@ impl Model {
         let flushed = (target * dt).min(device_room).min(self.dirty).max(0.0);
         self.dirty -= flushed;
         self.pages_flushed += flushed;
-        if w.evicts(&hw) {
-            self.pages_lru_flushed += flushed;
-        }
         let in_order = self.in_order_share(&hw, &w);
         self.flush_spread(flushed * (1.0 - in_order));
         let age_after_flush = self.flush_oldest(flushed * in_order);
@@ -1116,11 +1107,17 @@ impl Model {
             self.sc.hardware.buffer_pool_pages,
         );
         st("Innodb_buffer_pool_pages_flushed", self.pages_flushed);
+        // Of those, the pages written to free buffer-pool pages for reads: all of them
+        // while users read a working set larger than the pool ([`Workload::evicts`]).
+        // MariaDB ≥ 10.5 only.
         if self.flavor == SimFlavor::MariaDb1011 {
-            st(
-                "Innodb_buffer_pool_pages_LRU_flushed",
-                self.pages_lru_flushed,
-            );
+            let w = &self.sc.workload;
+            let lru = if w.evicts(&self.sc.hardware) {
+                self.pages_flushed
+            } else {
+                0.0
+            };
+            st("Innodb_buffer_pool_pages_LRU_flushed", lru);
         }
         st("Com_commit", self.commits);
         st("Threads_running", self.threads_running.ceil());
