@@ -39,6 +39,7 @@ impl Policy for Toy {
             value: self.cfg.batch_size,
             intent: Intent::Act,
             reason: "the toy policy's moment has come".into(),
+            held_by: None,
         }]
     }
 }

@@ -7,6 +7,7 @@
 //! next to `ts`, `unix_ms`, `mode` and `event`, so `jq 'select(.event=="decision")'`
 //! needs no nesting.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use crate::config::AuditConfig;
 use crate::control::state::Leave;
+use crate::policy::arbiter::Decision;
 use crate::server::{Knob, KnobValues};
 use crate::signals::Signals;
 
@@ -159,6 +161,12 @@ pub enum Event {
         guard_notes: Vec<String>,
         /// Proposals for the same knob that lost in the arbiter: "watermark: 2 (reason)".
         lost_to: Vec<String>,
+        /// The rules that kept a policy from going further than its proposal
+        /// ([`Proposal::held_by`]), as "policy: rule", winner's and losers' alike.
+        ///
+        /// [`Proposal::held_by`]: crate::policy::Proposal::held_by
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        held_by: Vec<String>,
         /// [`compact_signals`] of the tick.
         signals: serde_json::Value,
         /// A SET that ran on a session of its own (a redo resize) is audited when it
@@ -318,6 +326,100 @@ pub fn compact_signals(s: &Signals) -> serde_json::Value {
         s.sample.oldest_trx.as_ref().map(|t| t.age_s.into()),
     );
     serde_json::Value::Object(m)
+}
+
+/// A knob held by the same rules is recorded once in this long: rules that come and
+/// go every few seconds are explained a few times an hour, not every tick, while a
+/// rule new to the knob is recorded at once.
+pub const HELD_RECALL_MS: u64 = 600_000;
+
+/// The explanations kept per knob: more than the rules that can hold one knob, few
+/// enough to bound the memory whatever the guard's notes say.
+const HELD_RECALLED: usize = 16;
+
+/// The rules that hold a knob where it is, as the audit log last recorded them, so
+/// that a hold gets a `no_change` record when its rules are new, and not every tick.
+///
+/// Without it the log records changes only, and a rule that holds a knob — no purge
+/// thread over the baseline while the page cleaner is evicting, a proposal held at a
+/// configured bound — leaves no trace: the eighty-first real-server run held the purge
+/// threads at the baseline for half an hour and no record said why.
+#[derive(Debug, Default, Clone)]
+pub struct Explained {
+    /// knob → (the [`hold_rules`] of a record, when it was written, sample ms), oldest
+    /// first.
+    recent: BTreeMap<Knob, VecDeque<(Vec<String>, u64)>>,
+}
+
+impl Explained {
+    /// Whether holding `knob` on decision `d` (with the guard's `notes`) deserves a
+    /// record at `t_ms`: some rule holds it, and no record of the knob in the last
+    /// [`HELD_RECALL_MS`] named the same rules.
+    pub fn wants(&self, knob: Knob, d: &Decision, notes: &[String], t_ms: u64) -> bool {
+        let rules = hold_rules(d, notes);
+        !rules.is_empty()
+            && !self.recent.get(&knob).is_some_and(|r| {
+                r.iter()
+                    .any(|(seen, at)| *seen == rules && t_ms.saturating_sub(*at) < HELD_RECALL_MS)
+            })
+    }
+
+    /// The audit explained `knob` at `t_ms` by decision `d`: a change, a refusal or a
+    /// hold. A hold that follows by the same rules adds nothing to it.
+    pub fn note(&mut self, knob: Knob, d: &Decision, notes: &[String], t_ms: u64) {
+        let rules = hold_rules(d, notes);
+        let r = self.recent.entry(knob).or_default();
+        r.retain(|(seen, at)| *seen != rules && t_ms.saturating_sub(*at) < HELD_RECALL_MS);
+        r.push_back((rules, t_ms));
+        if r.len() > HELD_RECALLED {
+            r.pop_front();
+        }
+    }
+}
+
+/// The rules that keep decision `d`'s knob from going further, sorted: each
+/// proposal's [`Proposal::held_by`] as "policy: rule" (the winner's and the losers'),
+/// then each of the guard's `notes` (a bound it was clipped to) with every number (a
+/// sign, digits and decimal points) replaced by `#`, so that the same bound is one rule
+/// whatever the proposal was.
+///
+/// [`Proposal::held_by`]: crate::policy::Proposal::held_by
+pub fn hold_rules(d: &Decision, notes: &[String]) -> Vec<String> {
+    let mut rules = held_by(d);
+    rules.extend(notes.iter().map(|n| without_numbers(n)));
+    rules
+}
+
+/// Each proposal's [`Proposal::held_by`] in decision `d`, as "policy: rule", sorted:
+/// the record's `held_by`.
+///
+/// [`Proposal::held_by`]: crate::policy::Proposal::held_by
+pub fn held_by(d: &Decision) -> Vec<String> {
+    let mut rules: Vec<String> = std::iter::once(&d.winner)
+        .chain(&d.losers)
+        .filter_map(|p| p.held_by.map(|rule| format!("{}: {rule}", p.policy.name())))
+        .collect();
+    rules.sort();
+    rules.dedup();
+    rules
+}
+
+/// `text` with each number (a sign, digits and decimal points) replaced by `#`.
+fn without_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let signed = matches!(c, '-' | '+') && chars.peek().is_some_and(char::is_ascii_digit);
+        let numeric = c.is_ascii_digit() || signed || (in_number && c == '.');
+        if !numeric {
+            out.push(c);
+        } else if !in_number {
+            out.push('#');
+        }
+        in_number = numeric;
+    }
+    out
 }
 
 /// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
@@ -755,6 +857,7 @@ mod tests {
                 reason: "redo fill 63 % entered bucket 2 of 4".into(),
                 guard_notes: vec!["max_step 1: 2 → 3".into()],
                 lost_to: vec!["purge_rate: 6 (history growing 1200/s)".into()],
+                held_by: vec![],
                 signals: serde_json::json!({"redo_fill_ratio": 0.63}),
                 sent_unix_ms: None,
             },
@@ -874,6 +977,110 @@ mod tests {
             assert_eq!(keys(&v), want, "{line}");
             // The common keys come first, so lines read well unparsed too.
             assert!(line.starts_with("{\"ts\":\"2024-"), "{line}");
+        }
+    }
+
+    /// A decision for purge threads at the baseline: the watermark wins, purge_rate
+    /// loses with the same value, held back by `rule`.
+    fn held(rule: Option<&'static str>) -> Decision {
+        let p = |name, held_by| crate::policy::Proposal {
+            policy: crate::policy::PolicyId::unranked(name),
+            knob: Knob::PurgeThreads,
+            value: 4,
+            intent: crate::policy::Intent::Release,
+            reason: format!("{name}: redo fill 63.2 % and history 12345"),
+            held_by,
+        };
+        Decision {
+            winner: p("watermark", None),
+            losers: vec![p("purge_rate", rule)],
+        }
+    }
+
+    #[test]
+    fn a_hold_is_recorded_when_its_rule_is_new_and_not_again_for_ten_minutes() {
+        let k = Knob::PurgeThreads;
+        let evicting = held(Some("page_cleaner_evicting"));
+        assert_eq!(held_by(&evicting), ["purge_rate: page_cleaner_evicting"]);
+        let mut e = Explained::default();
+        // Nothing holds the knob: no record, however often.
+        assert!(!e.wants(k, &held(None), &[], 0));
+        assert!(held_by(&held(None)).is_empty());
+        // A rule new to the knob: recorded at once, by the loser's name.
+        assert!(e.wants(k, &evicting, &[], 1_000));
+        e.note(k, &evicting, &[], 1_000);
+        assert!(!e.wants(k, &evicting, &[], 2_000));
+        // Another rule: at once, even a second later; then the two alternate without a
+        // record until the first is ten minutes old.
+        let redo = held(Some("threads_max_redo_fill_pct"));
+        assert!(e.wants(k, &redo, &[], 2_000));
+        e.note(k, &redo, &[], 2_000);
+        assert!(!e.wants(k, &evicting, &[], 600_999));
+        assert!(e.wants(k, &evicting, &[], 601_000));
+        // Another knob is another story.
+        assert!(e.wants(Knob::IoCapacity, &evicting, &[], 2_000));
+        // A change that says the rule explains the hold that follows it.
+        let mut e = Explained::default();
+        e.note(k, &evicting, &[], 5_000);
+        assert!(!e.wants(k, &evicting, &[], 6_000));
+    }
+
+    #[test]
+    fn a_hold_at_a_bound_is_one_rule_whatever_the_numbers() {
+        let k = Knob::IoCapacityMax;
+        let note = |n: i64| {
+            vec![format!("clipped: proposed {n} is above the upper bound 4000.5 (knobs.innodb_io_capacity_max.max)")]
+        };
+        let mut e = Explained::default();
+        assert!(e.wants(k, &held(None), &note(9000), 0));
+        e.note(k, &held(None), &note(9000), 0);
+        assert!(!e.wants(k, &held(None), &note(-12), 1_000));
+        assert_eq!(
+            hold_rules(&held(None), &note(7)),
+            ["clipped: proposed # is above the upper bound # (knobs.innodb_io_capacity_max.max)"]
+        );
+    }
+
+    #[test]
+    fn held_by_is_in_the_record_only_when_a_rule_held() {
+        let mut ev = every_event()[1].clone();
+        let Event::Decision { held_by, .. } = &mut ev else {
+            panic!("the second event is a decision");
+        };
+        *held_by = vec!["purge_rate: page_cleaner_evicting".into()];
+        let v = serde_json::to_value(Record::new(0, Mode::Live, ev)).unwrap();
+        assert_eq!(v["held_by"][0], "purge_rate: page_cleaner_evicting");
+        let v = serde_json::to_value(Record::new(0, Mode::Live, every_event()[1].clone())).unwrap();
+        assert!(v.get("held_by").is_none(), "{v}");
+    }
+
+    proptest! {
+        /// However rules come and go, a knob gets at most one record per set of rules
+        /// in any ten minutes, and the memory stays bounded.
+        #[test]
+        fn holds_are_recorded_at_most_once_per_rules_and_window(
+            ticks in proptest::collection::vec((0usize..4, 0u64..5_000), 1..400),
+        ) {
+            const RULES: [Option<&str>; 4] =
+                [None, Some("a"), Some("b"), Some("c")];
+            let k = Knob::PurgeThreads;
+            let mut e = Explained::default();
+            let mut t = 0;
+            let mut recorded: Vec<(usize, u64)> = Vec::new();
+            for (r, dt) in ticks {
+                t += dt;
+                let d = held(RULES[r]);
+                if e.wants(k, &d, &[], t) {
+                    prop_assert!(RULES[r].is_some());
+                    prop_assert!(!recorded.iter().any(|(q, at)| *q == r && t - at < HELD_RECALL_MS));
+                    recorded.push((r, t));
+                    e.note(k, &d, &[], t);
+                } else if let Some(rule) = RULES[r] {
+                    // Not recorded: the same rule was, within the window.
+                    prop_assert!(recorded.iter().any(|(q, at)| *q == r && t - at < HELD_RECALL_MS), "{rule} at {t}");
+                }
+                prop_assert!(e.recent.get(&k).map_or(0, |r| r.len()) <= HELD_RECALLED);
+            }
         }
     }
 

@@ -44,7 +44,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::config::{Config, OnServerLost};
 use crate::control::actuator::{Actuator, ActuatorError, Applied};
 use crate::control::audit::{
-    compact_signals, AuditLog, Event, Mode, Outcome, Record, RestoreTrigger,
+    compact_signals, held_by, AuditLog, Event, Explained, Mode, Outcome, Record, RestoreTrigger,
 };
 use crate::control::guard::Guard;
 use crate::control::state::{LockState, StateFile, StateLock, StateStore};
@@ -59,7 +59,8 @@ pub struct TickReport {
     /// Time of the sample the tick acted on; `None` when no sample was taken (the
     /// connection was down).
     pub unix_ms: Option<u64>,
-    /// Every decision the tick audited: applied, dry-run, refused or failed.
+    /// Every decision the tick audited: applied, dry-run, refused, failed, or held
+    /// where it is by a rule new to the knob.
     pub decisions: Vec<TickDecision>,
 }
 
@@ -74,6 +75,8 @@ pub struct TickDecision {
     pub to: u64,
     pub outcome: Outcome,
     pub reason: String,
+    /// The rules that held a policy back, "policy: rule" (the audit's `held_by`).
+    pub held_by: Vec<String>,
 }
 
 /// Fatal conditions: the loop stops (restoring the baseline where it can).
@@ -261,6 +264,9 @@ pub struct Controller<S: Server> {
     just_reconnected: bool,
     /// Last reject audited per knob, so a dwell or rate limit is not logged every tick.
     last_reject: BTreeMap<Knob, String>,
+    /// Why each knob is where it is, as the audit last said, so that a hold is
+    /// recorded when its rule changes and not every tick.
+    explained: Explained,
     last_signals: Option<Signals>,
     /// What the tick in progress did (see [`Controller::tick`]).
     report: TickReport,
@@ -417,6 +423,7 @@ impl<S: Server> Controller<S> {
             gave_up: false,
             just_reconnected: false,
             last_reject: BTreeMap::new(),
+            explained: Explained::default(),
             in_flight: None,
             last_signals: None,
             report: TickReport::default(),
@@ -469,6 +476,7 @@ impl<S: Server> Controller<S> {
             to,
             outcome,
             reason,
+            held_by,
             ..
         } = &event
         {
@@ -480,6 +488,7 @@ impl<S: Server> Controller<S> {
                 to: *to,
                 outcome: *outcome,
                 reason: reason.clone(),
+                held_by: held_by.clone(),
             });
         }
         let mode = self.mode();
@@ -850,8 +859,30 @@ impl<S: Server> Controller<S> {
             &input,
             &self.guard,
         );
-        for (knob, _) in &plan.unchanged {
-            self.last_reject.remove(knob);
+        let t_ms = signals.t_ms;
+        for held in plan.unchanged {
+            self.last_reject.remove(&held.knob);
+            if !self
+                .explained
+                .wants(held.knob, &held.decision, &held.notes, t_ms)
+            {
+                continue;
+            }
+            self.explained
+                .note(held.knob, &held.decision, &held.notes, t_ms);
+            let reason = held.decision.winner.reason.clone();
+            let rec = decision_event(
+                &held.decision,
+                held.current,
+                held.current,
+                false,
+                None,
+                Outcome::NoChange,
+                reason,
+                held.notes,
+                signals,
+            );
+            self.emit(rec);
         }
         for r in plan.refused {
             // A refusal is audited once per kind, not every tick a dwell or rate
@@ -869,6 +900,7 @@ impl<S: Server> Controller<S> {
                 != Some(true)
             {
                 self.last_reject.insert(r.knob, format!("{kind_key} {key}"));
+                self.explained.note(r.knob, &r.decision, &[], t_ms);
                 let rec = decision_event(
                     &r.decision,
                     r.current,
@@ -885,6 +917,8 @@ impl<S: Server> Controller<S> {
         }
         for change in plan.changes {
             self.last_reject.remove(&change.knob);
+            self.explained
+                .note(change.knob, &change.decision, &change.notes, t_ms);
             let plan::Change {
                 knob,
                 from,
@@ -1342,6 +1376,7 @@ fn decision_event(
         reason,
         guard_notes,
         lost_to: d.lost_to(),
+        held_by: held_by(d),
         signals: compact_signals(signals),
         sent_unix_ms: None,
     }

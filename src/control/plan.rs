@@ -36,6 +36,18 @@ pub struct Refusal {
     pub decision: Decision,
 }
 
+/// A winning proposal already in effect: the knob is held where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub knob: Knob,
+    /// The value in effect (it stays).
+    pub current: u64,
+    /// What the guard made of the proposal on the way, in words: a proposal past a
+    /// bound is held at the bound, and says so here.
+    pub notes: Vec<String>,
+    pub decision: Decision,
+}
+
 /// What one tick should do.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
@@ -44,7 +56,7 @@ pub struct Plan {
     pub changes: Vec<Change>,
     pub refused: Vec<Refusal>,
     /// Winning proposals already in effect.
-    pub unchanged: Vec<(Knob, Decision)>,
+    pub unchanged: Vec<Held>,
 }
 
 impl Plan {
@@ -55,7 +67,7 @@ impl Plan {
             .into_iter()
             .map(|c| (c.knob, c.decision))
             .chain(self.refused.into_iter().map(|r| (r.knob, r.decision)))
-            .chain(self.unchanged)
+            .chain(self.unchanged.into_iter().map(|h| (h.knob, h.decision)))
             .collect();
         all.sort_by_key(|(k, _)| *k);
         all.into_iter().map(|(_, d)| d).collect()
@@ -94,7 +106,12 @@ where
                 notes,
                 decision,
             }),
-            Verdict::NoChange { .. } => out.unchanged.push((knob, decision)),
+            Verdict::NoChange { notes } => out.unchanged.push(Held {
+                knob,
+                current,
+                notes,
+                decision,
+            }),
             Verdict::Reject { reason, kind } => out.refused.push(Refusal {
                 knob,
                 current,

@@ -85,6 +85,7 @@ mod tests {
             value,
             intent,
             reason: String::new(),
+            held_by: None,
         }
     }
 

@@ -106,6 +106,23 @@ pub struct Proposal {
     pub intent: Intent,
     /// In words, with the numbers behind it: "redo fill 63 % entered bucket 3 of 4".
     pub reason: String,
+    /// The rule that keeps the policy from going further than `value` although its
+    /// signals ask for it, by a stable name (`page_cleaner_evicting`,
+    /// `threads_max_redo_fill_pct`, …); `None` when nothing holds it back. The audit
+    /// log records a knob held where it is when such a rule is new to it, so a DBA sees
+    /// why innopilot does not act, not only when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<&'static str>,
+}
+
+impl Proposal {
+    /// The same proposal, held back by `rule` ([`Proposal::held_by`]).
+    pub fn held_by(self, rule: Option<&'static str>) -> Proposal {
+        Proposal {
+            held_by: rule,
+            ..self
+        }
+    }
 }
 
 /// What a policy sees each tick.

@@ -419,6 +419,7 @@ impl PurgeRate {
             value,
             intent,
             reason,
+            held_by: None,
         }
     }
 
@@ -997,6 +998,9 @@ impl Policy for PurgeRate {
                 self.state.retracting = true;
             }
         }
+        // History drains slower than its schedule asks: the stage would add a thread
+        // but for the rule named in the proposal's `held_by` (for the audit log).
+        let wants_thread = over && y > r;
         if stages.extra_threads > 0 && input.caps.settable(Knob::PurgeThreads) {
             let base = stages.base_threads;
             if !thread_stage {
@@ -1006,7 +1010,12 @@ impl Policy for PurgeRate {
                      raised (purge writes redo)",
                     self.cfg.threads_max_redo_fill_pct
                 );
-                out.extend(self.release(input, &why, &[Knob::PurgeThreads]));
+                let held_by = wants_thread.then_some("threads_max_redo_fill_pct");
+                out.extend(
+                    self.release(input, &why, &[Knob::PurgeThreads])
+                        .into_iter()
+                        .map(|p| p.held_by(held_by)),
+                );
             } else {
                 let k = self.state.threads_extra;
                 let t = base + k;
@@ -1047,7 +1056,28 @@ impl Policy for PurgeRate {
                     threads_word(t),
                     base + stages.extra_threads
                 );
-                out.push(self.propose(Knob::PurgeThreads, t, intent, reason));
+                let held_by = if !wants_thread {
+                    None
+                } else if k >= stages.extra_threads {
+                    Some("max_purge_threads")
+                } else if self.state.evicting {
+                    Some("page_cleaner_evicting")
+                } else if self.state.threads_cap.is_some_and(|c| k >= c) {
+                    Some("thread_did_not_help")
+                } else if p <= budget && k >= self.thread_cap(&stages, true) {
+                    Some("history_within_budget")
+                } else if waits {
+                    Some("free_page_waits")
+                } else if young_view {
+                    Some("read_view_may_block_purge")
+                } else {
+                    // Settling: the last change is still being given its window.
+                    None
+                };
+                out.push(
+                    self.propose(Knob::PurgeThreads, t, intent, reason)
+                        .held_by(held_by),
+                );
             }
         }
 

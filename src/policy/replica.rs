@@ -113,6 +113,7 @@ impl Policy for ReplicaLag {
                 value,
                 intent: Intent::Act,
                 reason,
+                held_by: None,
             }];
         }
         if self.releasing {
@@ -130,6 +131,7 @@ impl Policy for ReplicaLag {
                 value: base,
                 intent: Intent::Release,
                 reason,
+                held_by: None,
             }];
         }
         Vec::new()

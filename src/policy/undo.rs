@@ -83,6 +83,7 @@ impl Undo {
             value,
             intent,
             reason,
+            held_by: None,
         }
     }
 

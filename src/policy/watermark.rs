@@ -367,6 +367,7 @@ impl Watermark {
             value,
             intent,
             reason,
+            held_by: None,
         }
     }
 

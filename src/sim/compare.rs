@@ -798,6 +798,15 @@ mod tests {
                 .any(|d| d.knob == Knob::MaxPurgeLagDelay.to_string() && d.to > 0),
             "no DML delay"
         );
+        // The audit says why, although nothing changed: one record of the knob held,
+        // naming the rule, and only one (the rule does not change in the run).
+        let held: Vec<_> = run
+            .decisions
+            .iter()
+            .filter(|d| d.outcome == "no_change" && d.knob == Knob::PurgeThreads.to_string())
+            .collect();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].held_by, ["purge_rate: page_cleaner_evicting"]);
     }
 
     /// The session of a hanging shrink.

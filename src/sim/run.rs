@@ -20,6 +20,9 @@ pub struct SimDecision {
     /// applied, rejected, failed, …
     pub outcome: String,
     pub reason: String,
+    /// The rules that held a policy back, "policy: rule" (the audit's `held_by`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<String>,
 }
 
 /// The time series of one run.
@@ -60,6 +63,7 @@ impl SimDecision {
             to: d.to,
             outcome: d.outcome.as_str().to_string(),
             reason: d.reason.clone(),
+            held_by: d.held_by.clone(),
         }
     }
 }

@@ -341,6 +341,7 @@ impl Flush {
             value,
             intent,
             reason,
+            held_by: None,
         }
     }
 

@@ -1164,6 +1164,8 @@ fn no_purge_thread_while_users_wait_for_free_pages() {
         (0..40).all(|i| at(&mut p, i, 50.0) == 4),
         "a thread added while users waited"
     );
+    let q = thread_proposal(&mut p, 40, 2_000.0, |s| s.free_page_wait_rate = Some(50.0));
+    assert_eq!(q.held_by, Some("free_page_waits"));
     let mut p = PurgeRate::new(PurgeRateConfig::default());
     assert_eq!(at(&mut p, 0, 0.0), 5);
     assert_eq!(at(&mut p, 5, 0.0), 5);
@@ -1230,6 +1232,8 @@ fn no_purge_thread_while_the_page_cleaner_evicts() {
             "{}",
             q.reason
         );
+        // And names the rule, for the audit log's record of a knob held.
+        assert_eq!(q.held_by, Some("page_cleaner_evicting"), "tick {i}");
     }
     // Every allowed thread is in use (none): the delay stage runs instead.
     let mut s = signals_with(900_000, 2_000.0, None);
@@ -1265,8 +1269,15 @@ fn no_purge_thread_while_the_page_cleaner_evicts() {
         assert_eq!(at(&mut p, i, lru, 2_000.0).value, 4, "tick {i}");
     }
     assert!((61..71).all(|i| at(&mut p, i, 0.0, 2_000.0).value == 4));
-    // A window with no eviction: a thread comes again.
-    assert_eq!(at(&mut p, 71, 0.0, 2_000.0).value, 5);
+    // A window with no eviction: a thread comes again; the sixth, judged not to help
+    // at 23 s, is what holds the next one now.
+    let q = at(&mut p, 71, 0.0, 2_000.0);
+    assert_eq!((q.value, q.held_by), (5, Some("thread_did_not_help")));
+    // History draining on schedule wants no thread: no rule holds one back, whatever
+    // the pool does.
+    let mut p = PurgeRate::new(PurgeRateConfig::default());
+    let q = at(&mut p, 0, 5_000.0, -10_000.0);
+    assert_eq!((q.value, q.held_by), (4, None), "{}", q.reason);
 }
 
 /// The take-back at the first free-page wait comes inside the guard's dwell of the
