@@ -1280,8 +1280,17 @@ impl Policy for PurgeRate {
              per row changed, none once purge is back on schedule{capped}",
             est.blocked, est.history
         );
-        out.push(self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone()));
-        out.push(self.propose(Knob::MaxPurgeLagDelay, d_set, Intent::Act, reason));
+        // The delay pair is held at its cost while history stays behind: the knob does
+        // not change, so without the name no record would say it.
+        let held_by = (!capped.is_empty()).then_some("max_dml_slowdown_pct");
+        out.push(
+            self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone())
+                .held_by(held_by),
+        );
+        out.push(
+            self.propose(Knob::MaxPurgeLagDelay, d_set, Intent::Act, reason)
+                .held_by(held_by),
+        );
         out
     }
 

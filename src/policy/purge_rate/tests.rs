@@ -369,6 +369,12 @@ fn a_budget_the_cost_cap_cannot_hold_is_said_so() {
         let ps = decide(p, &caps, &base, &s);
         let d = find(&ps, Knob::MaxPurgeLagDelay).unwrap();
         *last = if d.intent == Intent::Act { d.value } else { 0 };
+        // The pair names the cap as what holds it exactly when the reason says so:
+        // the audit records the hold once although the delay does not change.
+        let lag = find(&ps, Knob::MaxPurgeLag).unwrap();
+        let said = d.reason.contains("cannot be held");
+        let held = said.then_some("max_dml_slowdown_pct");
+        assert_eq!((d.held_by, lag.held_by), (held, held), "tick {i}");
         d.reason.clone()
     };
     for i in 0..50 {
