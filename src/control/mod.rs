@@ -264,8 +264,8 @@ pub struct Controller<S: Server> {
     just_reconnected: bool,
     /// Last reject audited per knob, so a dwell or rate limit is not logged every tick.
     last_reject: BTreeMap<Knob, String>,
-    /// Why each knob is where it is, as the audit last said, so that a hold is
-    /// recorded when its rule changes and not every tick.
+    /// The rules the audit named lately for each knob, so that a knob held where it
+    /// is gets a record when the rules holding it are new, not every tick.
     explained: Explained,
     last_signals: Option<Signals>,
     /// What the tick in progress did (see [`Controller::tick`]).

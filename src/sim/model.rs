@@ -809,12 +809,13 @@ impl Model {
         // term stops growing (MAX_DEVICE_UTIL): users' and purge's reads wait in one
         // queue, so each gets the cap's share its demand asks for. More purge threads
         // then take reads from users, and a DML delay gives users' reads to purge.
-        let purge_reads_per = w.purge_reads_per_record
-            + if purge_want > 0.0 {
-                cold_take / (cold_take + warm_take) / self.sc.undo_records_per_page.max(1.0)
-            } else {
-                0.0
-            };
+        let purge_cold_share = if purge_want > 0.0 && cold_take + warm_take > 0.0 {
+            cold_take / (cold_take + warm_take)
+        } else {
+            0.0
+        };
+        let purge_reads_per =
+            w.purge_reads_per_record + purge_cold_share / self.sc.undo_records_per_page.max(1.0);
         let read_demand = fg_want * w.reads_per_trx + purge_want * purge_reads_per;
         let read_share = match read_cap {
             Some(cap) if read_demand > cap * dt => cap * dt / read_demand,
@@ -912,11 +913,6 @@ impl Model {
         }
         let fg_f = f * (1.0 - stall_s / dt);
         let done = fg_want * fg_f;
-        let purge_cold_share = if purge_want > 0.0 && cold_take + warm_take > 0.0 {
-            cold_take / (cold_take + warm_take)
-        } else {
-            0.0
-        };
         let purged = self.remove_history(purge_want * f, limit);
         self.purged_last_step = purged;
 
@@ -978,9 +974,7 @@ impl Model {
         }
 
         // Device utilisation, for the next step's read latency and flush room.
-        let reads = done * w.reads_per_trx
-            + purged * w.purge_reads_per_record
-            + purged * purge_cold_share / self.sc.undo_records_per_page.max(1.0);
+        let reads = done * w.reads_per_trx + purged * purge_reads_per;
         self.reads_last_step = reads;
         self.util_prev = match read_cap {
             Some(cap) => (reads / (cap * dt).max(1e-9)).min(1.0),
