@@ -352,11 +352,10 @@ pub struct Explained {
 }
 
 impl Explained {
-    /// Whether holding `knob` on decision `d` (with the guard's `notes`) deserves a
-    /// record at `t_ms`: some rule holds it, and no record of the knob in the last
-    /// [`HELD_RECALL_MS`] named the same rules.
-    pub fn wants(&self, knob: Knob, d: &Decision, notes: &[String], t_ms: u64) -> bool {
-        let rules = hold_rules(d, notes);
+    /// Whether a knob held by `rules` ([`hold_rules`]) deserves a record at `t_ms`:
+    /// some rule holds it, and no record of the knob in the last [`HELD_RECALL_MS`]
+    /// named the same rules.
+    pub fn wants(&self, knob: Knob, rules: &[String], t_ms: u64) -> bool {
         !rules.is_empty()
             && !self.recent.get(&knob).is_some_and(|r| {
                 r.iter()
@@ -364,10 +363,13 @@ impl Explained {
             })
     }
 
-    /// The audit explained `knob` at `t_ms` by decision `d`: a change, a refusal or a
-    /// hold. A hold that follows by the same rules adds nothing to it.
-    pub fn note(&mut self, knob: Knob, d: &Decision, notes: &[String], t_ms: u64) {
-        let rules = hold_rules(d, notes);
+    /// The audit named `rules` for `knob` at `t_ms`: in a change, a refusal or a hold.
+    /// A hold that follows by the same rules adds nothing to it; a record that named
+    /// none leaves nothing to remember.
+    pub fn note(&mut self, knob: Knob, rules: Vec<String>, t_ms: u64) {
+        if rules.is_empty() {
+            return;
+        }
         let r = self.recent.entry(knob).or_default();
         r.retain(|(seen, at)| *seen != rules && t_ms.saturating_sub(*at) < HELD_RECALL_MS);
         r.push_back((rules, t_ms));
@@ -1004,25 +1006,25 @@ mod tests {
         assert_eq!(held_by(&evicting), ["purge_rate: page_cleaner_evicting"]);
         let mut e = Explained::default();
         // Nothing holds the knob: no record, however often.
-        assert!(!e.wants(k, &held(None), &[], 0));
+        assert!(!e.wants(k, &hold_rules(&held(None), &[]), 0));
         assert!(held_by(&held(None)).is_empty());
         // A rule new to the knob: recorded at once, by the loser's name.
-        assert!(e.wants(k, &evicting, &[], 1_000));
-        e.note(k, &evicting, &[], 1_000);
-        assert!(!e.wants(k, &evicting, &[], 2_000));
+        assert!(e.wants(k, &hold_rules(&evicting, &[]), 1_000));
+        e.note(k, hold_rules(&evicting, &[]), 1_000);
+        assert!(!e.wants(k, &hold_rules(&evicting, &[]), 2_000));
         // Another rule: at once, even a second later; then the two alternate without a
         // record until the first is ten minutes old.
         let redo = held(Some("threads_max_redo_fill_pct"));
-        assert!(e.wants(k, &redo, &[], 2_000));
-        e.note(k, &redo, &[], 2_000);
-        assert!(!e.wants(k, &evicting, &[], 600_999));
-        assert!(e.wants(k, &evicting, &[], 601_000));
+        assert!(e.wants(k, &hold_rules(&redo, &[]), 2_000));
+        e.note(k, hold_rules(&redo, &[]), 2_000);
+        assert!(!e.wants(k, &hold_rules(&evicting, &[]), 600_999));
+        assert!(e.wants(k, &hold_rules(&evicting, &[]), 601_000));
         // Another knob is another story.
-        assert!(e.wants(Knob::IoCapacity, &evicting, &[], 2_000));
+        assert!(e.wants(Knob::IoCapacity, &hold_rules(&evicting, &[]), 2_000));
         // A change that says the rule explains the hold that follows it.
         let mut e = Explained::default();
-        e.note(k, &evicting, &[], 5_000);
-        assert!(!e.wants(k, &evicting, &[], 6_000));
+        e.note(k, hold_rules(&evicting, &[]), 5_000);
+        assert!(!e.wants(k, &hold_rules(&evicting, &[]), 6_000));
     }
 
     #[test]
@@ -1032,9 +1034,9 @@ mod tests {
             vec![format!("clipped: proposed {n} is above the upper bound 4000.5 (knobs.innodb_io_capacity_max.max)")]
         };
         let mut e = Explained::default();
-        assert!(e.wants(k, &held(None), &note(9000), 0));
-        e.note(k, &held(None), &note(9000), 0);
-        assert!(!e.wants(k, &held(None), &note(-12), 1_000));
+        assert!(e.wants(k, &hold_rules(&held(None), &note(9000)), 0));
+        e.note(k, hold_rules(&held(None), &note(9000)), 0);
+        assert!(!e.wants(k, &hold_rules(&held(None), &note(-12)), 1_000));
         assert_eq!(
             hold_rules(&held(None), &note(7)),
             ["clipped: proposed # is above the upper bound # (knobs.innodb_io_capacity_max.max)"]
@@ -1070,11 +1072,11 @@ mod tests {
             for (r, dt) in ticks {
                 t += dt;
                 let d = held(RULES[r]);
-                if e.wants(k, &d, &[], t) {
+                if e.wants(k, &hold_rules(&d, &[]), t) {
                     prop_assert!(RULES[r].is_some());
                     prop_assert!(!recorded.iter().any(|(q, at)| *q == r && t - at < HELD_RECALL_MS));
                     recorded.push((r, t));
-                    e.note(k, &d, &[], t);
+                    e.note(k, hold_rules(&d, &[]), t);
                 } else if let Some(rule) = RULES[r] {
                     // Not recorded: the same rule was, within the window.
                     prop_assert!(recorded.iter().any(|(q, at)| *q == r && t - at < HELD_RECALL_MS), "{rule} at {t}");

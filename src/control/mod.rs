@@ -44,7 +44,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::config::{Config, OnServerLost};
 use crate::control::actuator::{Actuator, ActuatorError, Applied};
 use crate::control::audit::{
-    compact_signals, held_by, AuditLog, Event, Explained, Mode, Outcome, Record, RestoreTrigger,
+    compact_signals, held_by, hold_rules, AuditLog, Event, Explained, Mode, Outcome, Record,
+    RestoreTrigger,
 };
 use crate::control::guard::Guard;
 use crate::control::state::{LockState, StateFile, StateLock, StateStore};
@@ -862,14 +863,11 @@ impl<S: Server> Controller<S> {
         let t_ms = signals.t_ms;
         for held in plan.unchanged {
             self.last_reject.remove(&held.knob);
-            if !self
-                .explained
-                .wants(held.knob, &held.decision, &held.notes, t_ms)
-            {
+            let rules = hold_rules(&held.decision, &held.notes);
+            if !self.explained.wants(held.knob, &rules, t_ms) {
                 continue;
             }
-            self.explained
-                .note(held.knob, &held.decision, &held.notes, t_ms);
+            self.explained.note(held.knob, rules, t_ms);
             let reason = held.decision.winner.reason.clone();
             let rec = decision_event(
                 &held.decision,
@@ -900,7 +898,8 @@ impl<S: Server> Controller<S> {
                 != Some(true)
             {
                 self.last_reject.insert(r.knob, format!("{kind_key} {key}"));
-                self.explained.note(r.knob, &r.decision, &[], t_ms);
+                self.explained
+                    .note(r.knob, hold_rules(&r.decision, &[]), t_ms);
                 let rec = decision_event(
                     &r.decision,
                     r.current,
@@ -917,8 +916,11 @@ impl<S: Server> Controller<S> {
         }
         for change in plan.changes {
             self.last_reject.remove(&change.knob);
-            self.explained
-                .note(change.knob, &change.decision, &change.notes, t_ms);
+            self.explained.note(
+                change.knob,
+                hold_rules(&change.decision, &change.notes),
+                t_ms,
+            );
             let plan::Change {
                 knob,
                 from,
