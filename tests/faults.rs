@@ -115,6 +115,14 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
     ));
     let child = run.spawn(&db.dsn(), &[]);
     wait_for_applied(&run, "innodb_purge_threads", Duration::from_secs(30)).await;
+    // The load has done its part (innopilot acted); stopped before the kill so that no
+    // transaction is in flight and none commits the moment the server is back. What
+    // this test checks is innopilot's exit and restore, not the server's crash
+    // recovery, and MariaDB 10.11.19 once aborted on its own assertion
+    // (trx0purge.cc:277, adding an undo log to the history list) at the first commit
+    // after recovering from a SIGKILL under this load. `mysqld_killed_and_restarted_
+    // during_run` still kills under load, where the reconnect under load is the point.
+    let _ = load.stop().await;
     db.kill();
     let t = Instant::now();
     let (code, err) = wait_exit(child, Duration::from_secs(30));
@@ -127,7 +135,6 @@ async fn server_gone_beyond_budget_exits_4_and_restore_cleans_up() {
         "the state must keep the baseline: {state}"
     );
     db.start();
-    drop(load);
     succeeded(run.restore(&db.dsn()));
     assert_eq!(knob_values(&db).await, startup);
 }
