@@ -1350,7 +1350,7 @@ impl Policy for PurgeRate {
             Some(since) if s.t_ms.saturating_sub(since) >= CAPPED_NOTE_MS => {
                 let measured = match self.state.cost.and_then(|c| c.loss()) {
                     Some(q) => format!(
-                        "; users' DML measured {:.0} % below its rate without delay",
+                        "; users' DML measured {:.0} % below its rate before the delay",
                         q * 100.0
                     ),
                     None => String::new(),

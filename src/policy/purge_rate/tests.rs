@@ -443,7 +443,7 @@ fn the_reason_gives_the_loss_users_are_measured_to_pay_at_the_cap() {
     assert!(
         reason.contains(
             "cost cap (200 µs, max_dml_slowdown_pct 20 % of a row, predicted; users' DML \
-             measured 14 % below its rate without delay)"
+             measured 14 % below its rate before the delay)"
         ),
         "{reason}"
     );
