@@ -318,24 +318,23 @@ struct Amp {
 
 /// What the delay costs users, measured while the stage holds the amplitude at its
 /// cost cap with history behind schedule (so the server's switch is on for the whole
-/// second): slow averages ([`COST_TAU_S`]) of R₀ − R and of R₀, with R the DML rate and R₀
-/// the rate without delay (`dml_ref`). The loss (R₀ − R)/R₀ goes into the reason that
+/// second): a slow average ([`COST_TAU_S`]) of the DML rate R, against R₀ the rate
+/// without delay (`dml_ref`, which does not move while a stage runs, so the meter of a
+/// stage keeps none of its own). The loss (R₀ − R)/R₀ goes into the reason that
 /// says the cap holds the budget back, so the operator trades with the cost measured
 /// rather than the cost predicted ([`PurgeRate::cap_us`] says why the cap itself is
 /// not measured).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct CostMeter {
-    /// Average of R₀ − R, rows/s.
-    lost: f64,
-    /// Average of R₀, rows/s.
-    reference: f64,
+    /// Average DML rate, rows/s.
+    dml: f64,
     /// Seconds measured.
     seconds: f64,
     t_prev: Option<u64>,
 }
 
 impl CostMeter {
-    fn add(&mut self, t_ms: u64, dml: f64, dml_ref: f64) {
+    fn add(&mut self, t_ms: u64, dml: f64) {
         let dt = self
             .t_prev
             .map_or(1.0, |p| (t_ms.saturating_sub(p) as f64 / 1000.0).min(10.0));
@@ -344,15 +343,14 @@ impl CostMeter {
         } else {
             1.0 - (-dt / COST_TAU_S).exp()
         };
-        self.lost += w * (dml_ref - dml - self.lost);
-        self.reference += w * (dml_ref - self.reference);
+        self.dml += w * (dml - self.dml);
         self.seconds += dt;
         self.t_prev = Some(t_ms);
     }
 
-    /// The users' loss of DML rate, a share of the rate without delay, once measured.
-    fn loss(&self) -> Option<f64> {
-        (self.seconds >= COST_MIN_S && self.reference >= 1.0).then(|| self.lost / self.reference)
+    /// The users' loss of DML rate against `dml_ref`, a share of it, once measured.
+    fn loss(&self, dml_ref: f64) -> Option<f64> {
+        (self.seconds >= COST_MIN_S && dml_ref >= 1.0).then(|| 1.0 - self.dml / dml_ref)
     }
 }
 
@@ -616,29 +614,24 @@ impl PurgeRate {
 
     /// Adds this second to the stage's [`CostMeter`] when the amplitude was at its
     /// cap with history behind schedule last tick (the switch on all second) and the
-    /// server's formula delays rows at this history; a new stage starts a new meter.
-    fn track_cost(&mut self, input: &PolicyInput<'_>, in_effect: Option<(u64, u64)>) {
+    /// server applies the delay in effect at this history (`applied`); a new stage
+    /// starts a new meter.
+    fn track_cost(&mut self, s: &Signals, applied: bool) {
         if self.state.amp.is_none() {
             self.state.cost = None;
             return;
         }
-        let s = input.signals;
-        let (Some((lag, d)), Some(h), Some(dml), Some(r), Some(_)) = (
-            in_effect,
-            s.history_len,
+        let (true, Some(dml), Some(_)) = (
+            applied,
             s.dml_rate.filter(|d| d.is_finite() && *d >= 0.0),
-            self.state.dml_ref.filter(|r| *r >= 1.0),
             self.state.capped_since,
         ) else {
             return;
         };
-        let us = dml_delay_us(input.caps.identity.flavor, h, lag, d, input.current);
-        if us > 0 {
-            self.state
-                .cost
-                .get_or_insert_with(CostMeter::default)
-                .add(s.t_ms, dml, r);
-        }
+        self.state
+            .cost
+            .get_or_insert_with(CostMeter::default)
+            .add(s.t_ms, dml);
     }
 
     /// The amplitude of the switch this tick, µs.
@@ -1186,7 +1179,6 @@ impl Policy for PurgeRate {
         let mysql_blocked = flavor == Flavor::MySql && est.blocked > 0;
         // The delay pair in effect and the cost cap, derived once for this tick.
         let in_effect = Self::delay_in_effect(input);
-        self.track_cost(input, in_effect);
         let cap = self.cap_us(s, &stages);
         // Whether the server may apply the delay in effect this second: its formula
         // gives a nonzero delay at this history (MariaDB: history above the lag, so a
@@ -1195,6 +1187,7 @@ impl Policy for PurgeRate {
             s.history_len
                 .is_some_and(|h| dml_delay_us(flavor, h, lag, d, input.current) > 0)
         });
+        self.track_cost(s, applied);
         let authority = self.authority(s, cap, applied);
         // No delay starts while a thread is being judged: it must be judged on purge
         // alone. A delay that already runs stays through a thread added later (the
@@ -1348,7 +1341,8 @@ impl Policy for PurgeRate {
         // Held at the cost cap and still behind: say so, with the trade to make.
         let capped = match self.state.capped_since {
             Some(since) if s.t_ms.saturating_sub(since) >= CAPPED_NOTE_MS => {
-                let measured = match self.state.cost.and_then(|c| c.loss()) {
+                let loss = self.state.cost.zip(self.state.dml_ref);
+                let measured = match loss.and_then(|(c, r)| c.loss(r)) {
                     Some(q) => format!(
                         "; users' DML measured {:.0} % below its rate before the delay",
                         q * 100.0

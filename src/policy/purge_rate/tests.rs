@@ -461,13 +461,13 @@ fn the_cost_meter_reports_nothing_too_soon() {
     let mut m = CostMeter::default();
     // 10 s of a 20 % loss: too soon.
     for i in 0..10 {
-        m.add(i * 1000, 8_000.0, 10_000.0);
+        m.add(i * 1000, 8_000.0);
     }
-    assert_eq!(m.loss(), None);
+    assert_eq!(m.loss(10_000.0), None);
     for i in 10..20 {
-        m.add(i * 1000, 8_000.0, 10_000.0);
+        m.add(i * 1000, 8_000.0);
     }
-    assert!((m.loss().unwrap() - 0.2).abs() < 1e-9, "{m:?}");
+    assert!((m.loss(10_000.0).unwrap() - 0.2).abs() < 1e-9, "{m:?}");
 }
 
 proptest! {
@@ -482,9 +482,9 @@ proptest! {
         let mut m = CostMeter::default();
         for (i, e) in noise.iter().enumerate() {
             let dml = 10_000.0 * row / (row + d) * (1.0 + e);
-            m.add(i as u64 * 1000, dml, 10_000.0);
+            m.add(i as u64 * 1000, dml);
         }
-        let q = m.loss().unwrap();
+        let q = m.loss(10_000.0).unwrap();
         prop_assert!((q - d / (row + d)).abs() <= 0.006, "loss {} for {}", q, d / (row + d));
     }
 }
