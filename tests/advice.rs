@@ -182,9 +182,13 @@ async fn one_purge_thread_that_falls_behind_has_a_finding() {
     // On a busy machine the writers can still be held by something else until purge
     // catches up (before the larger redo, one fresh-clone CI run: history -539 undo
     // logs/s at 92 % of the maximum checkpoint age). Such a round says nothing about
-    // the finding except that it must be absent; the test looks again.
+    // the finding except that it must be absent; the test looks again. Five rounds:
+    // beside this file's other two tests (each a server under load on 2 cores) purge
+    // kept up for all of three rounds once (fresh-clone CI, 2026-11-29: history 4 197,
+    // -201 undo logs/s), while the test alone sees history grow in the first.
+    const ROUNDS: u32 = 5;
     let mut v = Value::Null;
-    for round in 1..=3 {
+    for round in 1..=ROUNDS {
         v = diagnose(&db, 12, "1s").await;
         let rate = v["signals"]["history_rate"].as_f64();
         if rate.is_some_and(|r| r > 0.0) {
@@ -195,8 +199,8 @@ async fn one_purge_thread_that_falls_behind_has_a_finding() {
             "a finding while history did not grow ({rate:?}): {v:#}"
         );
         assert!(
-            round < 3,
-            "purge kept up with eight writers in three rounds of 12 s: the premise of this \
+            round < ROUNDS,
+            "purge kept up with eight writers in {ROUNDS} rounds of 12 s: the premise of this \
              test (one thread with one-page batches falls behind) did not hold: {v:#}"
         );
     }
