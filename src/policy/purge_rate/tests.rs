@@ -395,11 +395,13 @@ fn a_budget_the_cost_cap_cannot_hold_is_said_so() {
 }
 
 /// Drives the policy alone on MySQL with history held far above its schedule, the
-/// delay pair it proposes in effect, and eight writers whose rate the delay slows as
-/// a closed loop with rows of `row_us` (10 000 rows/s without delay, so Little's law
-/// predicts 800 µs and a 200 µs cap at 20 %). Returns the delay in effect and the
-/// users' loss of rate at each tick, and the last reason.
-fn capped_run(row_us: f64, ticks: u64) -> (Vec<(u64, f64)>, String) {
+/// delay pair it proposes in effect, and closed-loop writers always in a statement:
+/// `before` of them at 10 000 rows/s while no delay is in effect (eight: rows of
+/// 800 µs, so Little's law predicts a 200 µs cap at 20 %), then eight with rows of
+/// `row_us` once a delay is (users in another regime than the one the prediction was
+/// learned in). Returns the delay applied and the share of a row's time it takes at
+/// each tick, and the last reason.
+fn capped_run(before: u64, row_us: f64, ticks: u64) -> (Vec<(u64, f64)>, String) {
     let mut p = PurgeRate::new(PurgeRateConfig::default());
     let caps = testkit::mysql();
     let base = baseline(4);
@@ -409,7 +411,6 @@ fn capped_run(row_us: f64, ticks: u64) -> (Vec<(u64, f64)>, String) {
     for i in 0..ticks {
         let mut s = signals_with(900_000, 20_000.0, None);
         s.t_ms = 100_000 + i * 1000;
-        s.sample.threads_running = Some(9);
         let lag = current[&Knob::MaxPurgeLag];
         let d = current[&Knob::MaxPurgeLagDelay];
         let applied = if d == 0 {
@@ -417,9 +418,15 @@ fn capped_run(row_us: f64, ticks: u64) -> (Vec<(u64, f64)>, String) {
         } else {
             dml_delay_us(Flavor::MySql, 900_000, lag, d, &current)
         };
-        let dml = 10_000.0 * row_us / (row_us + applied as f64);
-        s.dml_rate = Some(dml);
-        out.push((applied, 1.0 - dml / 10_000.0));
+        // Threads_running counts innopilot's query too.
+        if applied == 0 {
+            s.sample.threads_running = Some(before + 1);
+            s.dml_rate = Some(10_000.0);
+        } else {
+            s.sample.threads_running = Some(9);
+            s.dml_rate = Some(8e6 / (row_us + applied as f64));
+        }
+        out.push((applied, applied as f64 / (row_us + applied as f64)));
         let ps = testkit::propose(&mut p, &caps, &current, &base, &s);
         for k in [Knob::MaxPurgeLag, Knob::MaxPurgeLagDelay] {
             if let Some(pr) = find(&ps, k) {
@@ -434,58 +441,82 @@ fn capped_run(row_us: f64, ticks: u64) -> (Vec<(u64, f64)>, String) {
 }
 
 #[test]
-fn the_reason_gives_the_loss_users_are_measured_to_pay_at_the_cap() {
-    // Rows of 1 200 µs where Little's law says 800: at the predicted 200 µs cap users
-    // lose 14 %, not 20 % (the eighty-third real-server run: 14–17 % at a 20 % cap).
-    // The cap stays the prediction; the reason says what users pay.
-    let (trace, reason) = capped_run(1_200.0, 100);
-    assert!(trace[2..].iter().all(|(d, _)| *d == 200), "{trace:?}");
+fn the_cap_follows_the_row_time_measured_under_the_delay() {
+    // Rows of 1 200 µs under the delay where Little's law said 800 before it: the
+    // predicted 200 µs would take 14 % of a row, not 20 % (the eighty-third
+    // real-server run: users lost 14–17 % at a 20 % cap). Measured, the cap becomes
+    // 1 200 · 0.2/0.8 = 300 µs, and users pay 20 %.
+    let (trace, reason) = capped_run(8, 1_200.0, 120);
+    assert_eq!(trace[2].0, 200, "the prediction first: {trace:?}");
+    let (d, q) = trace[119];
+    assert!((295..=305).contains(&d), "{trace:?}");
+    assert!((q - 0.2).abs() < 0.005, "{trace:?}");
+    // The averages still hold a trace of the stage's first seconds: 1 499 µs.
     assert!(
         reason.contains(
-            "cost cap (200 µs, max_dml_slowdown_pct 20 % of a row, predicted; users' DML \
-             measured 14 % below its rate before the delay)"
+            "cost cap (300 µs, max_dml_slowdown_pct 20 % of a row, measured: a row takes \
+             1499 µs in the server, 20 % of it in the delay)"
         ),
         "{reason}"
     );
-    // Rows of 400 µs: the same cap costs users a third of their rate, and the reason
-    // says so (the operator lowers max_dml_slowdown_pct or accepts it).
-    let (_, reason) = capped_run(400.0, 100);
-    assert!(
-        reason.contains("users' DML measured 33 % below"),
-        "{reason}"
-    );
+    // Sixteen writers before the stage and eight in it, with rows of 800 µs: the
+    // prediction, 1 600 µs a row, allows 400 µs, a third of each row; measured, the
+    // cap falls to 200 µs.
+    let (trace, reason) = capped_run(16, 800.0, 120);
+    assert_eq!(trace[2].0, 400, "the prediction first: {trace:?}");
+    let (d, q) = trace[119];
+    assert!((197..=203).contains(&d), "{trace:?}");
+    assert!((q - 0.2).abs() < 0.005, "{trace:?}");
+    assert!(reason.contains("µs in the server, 20 % of it"), "{reason}");
+    // Rows of 10 000 µs: the measurement would allow 2 500 µs, a guard holds it at
+    // twice the prediction.
+    let (trace, _) = capped_run(8, 10_000.0, 120);
+    assert_eq!(trace[119].0, 400, "{trace:?}");
 }
 
 #[test]
 fn the_cost_meter_reports_nothing_too_soon() {
     let mut m = CostMeter::default();
-    // 10 s of a 20 % loss: too soon.
+    // 10 s of eight writers at 8 000 rows/s with 200 µs of delay: too soon.
     for i in 0..10 {
-        m.add(i * 1000, 8_000.0);
+        m.add(i * 1000, 8_000.0, 8.0, 200.0);
     }
-    assert_eq!(m.loss(10_000.0), None);
+    assert_eq!((m.row_us(), m.share(), m.bare_row_us()), (None, None, None));
     for i in 10..20 {
-        m.add(i * 1000, 8_000.0);
+        m.add(i * 1000, 8_000.0, 8.0, 200.0);
     }
-    assert!((m.loss(10_000.0).unwrap() - 0.2).abs() < 1e-9, "{m:?}");
+    let close = |x: Option<f64>, y: f64| x.is_some_and(|x| (x - y).abs() < 1e-9);
+    assert!(close(m.row_us(), 1_000.0), "{m:?}");
+    assert!(close(m.share(), 0.2), "{m:?}");
+    assert!(close(m.bare_row_us(), 800.0), "{m:?}");
+    // A delay as long as the row measured reads no row without it.
+    let mut m = CostMeter::default();
+    for i in 0..20 {
+        m.add(i * 1000, 8_000.0, 8.0, 1_000.0);
+    }
+    assert_eq!(m.bare_row_us(), None);
 }
 
 proptest! {
-    /// Users who pay a steady delay d on top of a row time t, with noise on the rate:
-    /// the meter reads their loss d/(t + d) within the noise.
+    /// Closed-loop users who pay a steady delay d on top of a row time t, with noise on
+    /// the rate and on Threads_running: the meter reads t and their share d/(t + d)
+    /// within the noise.
     #[test]
-    fn the_cost_meter_reads_a_closed_loop_loss(
+    fn the_cost_meter_reads_a_closed_loop_row_time(
         row in 100.0f64..20_000.0,
         d in 10.0f64..5_000.0,
-        noise in proptest::collection::vec(-0.005f64..0.005, 20..80),
+        writers in 1.0f64..64.0,
+        noise in proptest::collection::vec((-0.005f64..0.005, -0.005f64..0.005), 20..80),
     ) {
         let mut m = CostMeter::default();
-        for (i, e) in noise.iter().enumerate() {
-            let dml = 10_000.0 * row / (row + d) * (1.0 + e);
-            m.add(i as u64 * 1000, dml);
+        for (i, (e, f)) in noise.iter().enumerate() {
+            let dml = writers * 1e6 / (row + d) * (1.0 + e);
+            m.add(i as u64 * 1000, dml, writers * (1.0 + f), d);
         }
-        let q = m.loss(10_000.0).unwrap();
-        prop_assert!((q - d / (row + d)).abs() <= 0.006, "loss {} for {}", q, d / (row + d));
+        let q = m.share().unwrap();
+        prop_assert!((q - d / (row + d)).abs() <= 0.011, "share {} for {}", q, d / (row + d));
+        let t = m.bare_row_us().unwrap();
+        prop_assert!((t - row).abs() <= 0.011 * (row + d), "row {} for {}", t, row);
     }
 }
 
