@@ -497,6 +497,46 @@ fn the_cost_meter_reports_nothing_too_soon() {
     assert_eq!(m.bare_row_us(), None);
 }
 
+#[test]
+fn the_cost_meter_counts_only_seconds_the_switch_was_on() {
+    let mut p = PurgeRate::new(PurgeRateConfig::default());
+    let mut s = signals_with(900_000, 0.0, None);
+    s.sample.threads_running = Some(9);
+    s.dml_rate = Some(8_000.0);
+    let amp = Amp {
+        d_us: 200.0,
+        target: 800_000,
+        line: None,
+        t_prev: 0,
+    };
+    let fed = |p: &mut PurgeRate, s: &Signals, applied_us| {
+        p.track_cost(s, applied_us);
+        p.state.cost.map_or(0.0, |c| c.seconds)
+    };
+    // No stage: no meter, and a stage's meter goes with it.
+    assert_eq!(fed(&mut p, &s, 200), 0.0);
+    p.state.amp = Some(amp);
+    // History near the schedule last tick: the switch may have been off part of the
+    // second, which would read a row without the delay too short.
+    assert_eq!(fed(&mut p, &s, 200), 0.0);
+    // Clearly behind, or behind at the cap: counted, when the server's formula
+    // applies a delay at this history.
+    p.state.clearly_behind = true;
+    assert_eq!(fed(&mut p, &s, 0), 0.0);
+    assert_eq!(fed(&mut p, &s, 200), 1.0);
+    p.state.clearly_behind = false;
+    p.state.capped_since = Some(0);
+    s.t_ms += 1_000;
+    assert_eq!(fed(&mut p, &s, 200), 2.0);
+    // Threads_running unknown: not counted (Little's law needs it).
+    s.sample.threads_running = None;
+    s.t_ms += 1_000;
+    assert_eq!(fed(&mut p, &s, 200), 2.0);
+    p.state.amp = None;
+    assert_eq!(fed(&mut p, &s, 200), 0.0);
+    assert!(p.state.cost.is_none());
+}
+
 proptest! {
     /// Closed-loop users who pay a steady delay d on top of a row time t, with noise on
     /// the rate and on Threads_running: the meter reads t and their share d/(t + d)
