@@ -259,9 +259,9 @@ pub const MIN_THREAD_GAIN: f64 = 0.05;
 pub const COST_TAU_S: f64 = 20.0;
 /// Seconds measured before the measured row time replaces the predicted one.
 pub const COST_MIN_S: f64 = 15.0;
-/// The miss (in schedule steps, see [`PurgeRate::amplitude`]) from which history is
+/// The miss (in schedule steps, see `PurgeRate::amplitude`) from which history is
 /// clearly behind: the server's switch is then on for the whole next second, so the
-/// second measures the delay's cost ([`CostMeter`]).
+/// second measures the delay's cost (`CostMeter`).
 pub const COST_BEHIND_MISS: f64 = 0.5;
 /// The measured cap stays between the predicted one over [`COST_LOWER_MAX`] and
 /// [`COST_RAISE_MAX`] times it: a guard against a measurement gone wrong (a load
