@@ -18,6 +18,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::views::ReadViewHandle;
 use common::{eventually, exec_on, MariaDb};
 use innopilot::policy::server_model::mariadb_dml_delay_us;
 use innopilot::server::dsn::parse_dsn;
@@ -59,23 +60,20 @@ async fn predicted_us(db: &MariaDb, lag: u64, delay_us: u64) -> u64 {
     mariadb_dml_delay_us(db.history_list_length().await, lag, delay_us)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked() {
-    const DELAY_US: u64 = 2_000;
-    const LAG: u64 = 1_000;
-    let _serial = LOADED.lock().await;
+/// A private server with 20 000 rows and slow purge (one thread, one undo page a
+/// batch), so a backlog lasts a test.
+async fn slow_purge_server() -> MariaDb {
     let db = MariaDb::new();
     db.prepare_table(20_000).await;
-    // Slow purge (one thread, one undo page a batch), so a backlog lasts the test.
     db.exec("SET GLOBAL innodb_purge_threads = 1").await;
     db.exec("SET GLOBAL innodb_purge_batch_size = 1").await;
-    let base = row_time(&db, Duration::from_secs(2)).await;
+    db
+}
 
-    // A backlog behind a read view: history far above the lag, purge blocked.
-    let view = db.hold_read_view().await;
-    let load = db.spawn_update_load(4);
-    // Purge drains ~20 k undo logs/s here even with one thread and one page a batch:
-    // 200 k keep the history above the lag for the whole measurement.
+/// Waits for a backlog of 200 000 undo logs behind a held read view, while a load
+/// writes. Purge drains ~20 k undo logs/s here even with one thread and one page a
+/// batch: 200 k keep the history above a lag of 1 000 for a measurement of seconds.
+async fn backlog_behind_view(db: &MariaDb) {
     eventually(
         "history over 200 000 behind the view",
         Duration::from_secs(120),
@@ -83,6 +81,36 @@ async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked(
         || async { (db.history_list_length().await > 200_000).then_some(()) },
     )
     .await;
+}
+
+/// Ends the read view and waits until purge progresses. The purge coordinator takes
+/// up to a second after the view's end to run its first batch (measured: 0.25-0.75 s
+/// with no row delayed, then every row delayed), and until a batch has handled pages
+/// the server delays nothing, so a measurement starts once the history falls.
+async fn release_until_purge_progresses(db: &MariaDb, view: ReadViewHandle) {
+    let h_release = db.history_list_length().await;
+    view.release().await;
+    eventually(
+        "purge progressing after the view's end",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async { (db.history_list_length().await + 1_000 < h_release).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked() {
+    const DELAY_US: u64 = 2_000;
+    const LAG: u64 = 1_000;
+    let _serial = LOADED.lock().await;
+    let db = slow_purge_server().await;
+    let base = row_time(&db, Duration::from_secs(2)).await;
+
+    // A backlog behind a read view: history far above the lag, purge blocked.
+    let view = db.hold_read_view().await;
+    let load = db.spawn_update_load(4);
+    backlog_behind_view(&db).await;
     load.stop().await;
     db.exec(&format!("SET GLOBAL innodb_max_purge_lag = {LAG}"))
         .await;
@@ -101,19 +129,8 @@ async fn mariadb_delays_every_row_while_purge_progresses_and_none_while_blocked(
     );
 
     // Purge progresses: every row pays the delay, and the history stays above the lag
-    // throughout (checked after). The purge coordinator takes up to a second after the
-    // view's end to run its first batch (measured: 0.25-0.75 s with no row delayed,
-    // then every row delayed), and until a batch has handled pages the server delays
-    // nothing, so the measurement starts once the history falls.
-    let h_release = db.history_list_length().await;
-    view.release().await;
-    eventually(
-        "purge progressing after the view's end",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || async { (db.history_list_length().await + 1_000 < h_release).then_some(()) },
-    )
-    .await;
+    // throughout (checked after).
+    release_until_purge_progresses(&db, view).await;
     let delayed = row_time(&db, Duration::from_secs(2)).await;
     let h_after = db.history_list_length().await;
     assert!(
@@ -291,10 +308,7 @@ async fn mariadb_counts_a_thread_asleep_in_the_delay_as_running() {
     const LAG: u64 = 1_000;
     const WRITERS: usize = 4;
     let _serial = LOADED.lock().await;
-    let db = MariaDb::new();
-    db.prepare_table(20_000).await;
-    db.exec("SET GLOBAL innodb_purge_threads = 1").await;
-    db.exec("SET GLOBAL innodb_purge_batch_size = 1").await;
+    let db = slow_purge_server().await;
     let target = parse_dsn(&db.dsn()).unwrap();
     let mut server = LiveServer::new(target, LiveOptions::default());
     server.probe().await.unwrap();
@@ -302,13 +316,7 @@ async fn mariadb_counts_a_thread_asleep_in_the_delay_as_running() {
     // A backlog behind a read view, which the writers keep above the lag.
     let view = db.hold_read_view().await;
     let load = db.spawn_update_load(WRITERS);
-    eventually(
-        "history over 200 000 behind the view",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || async { (db.history_list_length().await > 200_000).then_some(()) },
-    )
-    .await;
+    backlog_behind_view(&db).await;
     // No delay set yet: the row time of the same writers, purge blocked.
     let bare = littles_row_us(&mut server, Duration::from_secs(3)).await;
 
@@ -318,15 +326,7 @@ async fn mariadb_counts_a_thread_asleep_in_the_delay_as_running() {
         "SET GLOBAL innodb_max_purge_lag_delay = {DELAY_US}"
     ))
     .await;
-    let h_release = db.history_list_length().await;
-    view.release().await;
-    eventually(
-        "purge progressing after the view's end",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || async { (db.history_list_length().await + 1_000 < h_release).then_some(()) },
-    )
-    .await;
+    release_until_purge_progresses(&db, view).await;
     let delayed = littles_row_us(&mut server, Duration::from_secs(3)).await;
     let h_after = db.history_list_length().await;
     db.exec("SET GLOBAL innodb_max_purge_lag = 0").await;
