@@ -119,6 +119,7 @@ use serde::Deserialize;
 
 use super::server_model::{
     delay_for_slowdown_us, dml_delay_us, lag_for_delay, page_cleaner_evicting, row_time_us,
+    user_threads,
 };
 use super::threads_word;
 use super::{Intent, Policy, PolicyId, PolicyInput, PolicyKind, Proposal, FREE_PAGE_WAITS_PER_S};
@@ -640,7 +641,7 @@ impl PurgeRate {
             .state
             .running_ref
             .or(s.sample.threads_running.map(|t| t as f64))
-            .map(|t| (t - 1.0).max(1.0));
+            .map(user_threads);
         let pct = self.cfg.max_dml_slowdown_pct;
         let predicted = match (threads, self.state.dml_ref) {
             (Some(n), Some(r)) if r >= 1.0 => delay_for_slowdown_us(n / r * 1e6, pct),
@@ -676,7 +677,7 @@ impl PurgeRate {
         ) else {
             return;
         };
-        let running = n.saturating_sub(1).max(1) as f64;
+        let running = user_threads(n as f64);
         self.state.cost.get_or_insert_with(CostMeter::default).add(
             s.t_ms,
             dml,

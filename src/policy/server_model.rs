@@ -59,12 +59,19 @@ pub fn dml_delay_us(
     }
 }
 
+/// The user threads in a statement, from Threads_running (one reading or an average):
+/// less innopilot's own sampling query, which Threads_running counts, and at least one,
+/// so a row time is never divided from zero threads.
+pub fn user_threads(threads_running: f64) -> f64 {
+    (threads_running - 1.0).max(1.0)
+}
+
 /// How long one row change takes a user thread, µs: the threads running statements
-/// (less innopilot's own sampling query, which Threads_running counts) over the rows
-/// changed per second. `None` when the DML rate is unknown or under 1 row/s.
+/// ([`user_threads`]) over the rows changed per second (Little's law). `None` when the
+/// DML rate is unknown or under 1 row/s.
 pub fn row_time_us(s: &Signals) -> Option<f64> {
     let dml = s.dml_rate.filter(|r| r.is_finite() && *r >= 1.0)?;
-    let threads = s.sample.threads_running?.saturating_sub(1).max(1) as f64;
+    let threads = user_threads(s.sample.threads_running? as f64);
     Some(threads / dml * 1e6)
 }
 
@@ -152,6 +159,25 @@ pub fn page_cleaner_evicting(s: &Signals) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Threads_running counts innopilot's own sampling query: one less, and never
+    /// fewer than one user thread, for a reading and for an average alike.
+    #[test]
+    fn user_threads_leave_out_the_sampling_query() {
+        assert_eq!(user_threads(17.0), 16.0);
+        assert_eq!(user_threads(2.5), 1.5);
+        assert_eq!(user_threads(1.0), 1.0);
+        assert_eq!(user_threads(0.0), 1.0);
+        let s = Signals {
+            dml_rate: Some(8_000.0),
+            sample: crate::server::Sample {
+                threads_running: Some(17),
+                ..Default::default()
+            },
+            ..Signals::default()
+        };
+        assert_eq!(row_time_us(&s), Some(2_000.0));
+    }
 
     /// Evicting is fewer than 10 % of the pages flushed in a second from the flush
     /// list; nothing is known without the LRU counter or without flushing.
