@@ -107,7 +107,10 @@
 //! A delay of at least [`NO_EFFECT_CAP_SHARE`] of its cap that does not slow DML is
 //! given up for [`NO_AUTHORITY_PAUSE_MS`] ([`NO_EFFECT_MS`]): arrivals that do not
 //! wait for the previous statement (an open loop) are not slowed by a delay until the
-//! connections saturate, and then latency explodes.
+//! connections saturate, and then latency explodes. Where Threads_running is known
+//! the verdict also needs the open loop's signature, users queued up behind the delay
+//! ([`NO_EFFECT_QUEUE_SHARE`]), so that users who got faster for another reason
+//! keep the delay.
 //!
 //! With DML below `quiet_dml_rate` rows/s the delay is released first: purge catches
 //! up while users are few (added threads stay). Once P is under [`RELEASE_SHARE`] of
@@ -244,6 +247,17 @@ pub const NO_EFFECT_CAP_SHARE: f64 = 0.6;
 pub const NO_EFFECT_SHARE: f64 = 0.97;
 pub const NO_EFFECT_MS: u64 = 20_000;
 pub const NO_AUTHORITY_PAUSE_MS: u64 = 600_000;
+
+/// The second half of the no-authority verdict, where Threads_running is known: users
+/// queued up behind the delay. By Little's law n = R·T, so a delay d that leaves an
+/// open loop's rate R alone adds R·d user threads in a statement; in a closed loop the
+/// threads stay the clients and the rate falls. At least this share of R·d more user
+/// threads than before the stage (the cost meter's averages against the slow average
+/// before it) is the open loop's signature. Without it, a rate at or above the one
+/// before the stage means users got faster for another reason (a read view ended, rows
+/// got cheaper): the unit plant's closed loop, rows 800 µs before the stage and 500 µs
+/// in it, ran 11–13 k rows/s under the delay against 10 k before and was given up.
+pub const NO_EFFECT_QUEUE_SHARE: f64 = 0.5;
 
 /// Below this share of the budget added purge threads are taken back one by one and,
 /// with nothing left in use, everything is handed back.
@@ -389,6 +403,21 @@ impl CostMeter {
     }
 }
 
+/// Whether users queued up behind a delay that did not slow DML
+/// ([`NO_EFFECT_QUEUE_SHARE`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Queue {
+    /// More user threads in a statement than before the stage: an open loop. The
+    /// stage's average and the one before it.
+    Queued { under: f64, before: f64 },
+    /// As many as before: a closed loop whose users got faster for another reason.
+    NotQueued,
+    /// Threads_running is read, but the stage has not measured long enough.
+    NotYet,
+    /// Threads_running is not read (now, or before the stage): the rate alone decides.
+    Unknown,
+}
+
 /// State kept between ticks.
 #[derive(Debug, Clone, Default)]
 struct State {
@@ -429,6 +458,9 @@ struct State {
     no_effect_since_ms: Option<u64>,
     /// No delay before this time: the last one had no authority.
     no_authority_until_ms: u64,
+    /// The user threads in a statement under that delay and before its stage
+    /// (averages), when the verdict saw them ([`NO_EFFECT_QUEUE_SHARE`]).
+    queued: Option<(f64, f64)>,
     quiet: bool,
     /// No acting before this time: the history rate still covers a blocked period.
     settle_until_ms: u64,
@@ -879,13 +911,49 @@ impl PurgeRate {
         if no_effect {
             let since = *self.state.no_effect_since_ms.get_or_insert(t);
             if t.saturating_sub(since) >= NO_EFFECT_MS {
-                self.state.no_authority_until_ms = t.saturating_add(NO_AUTHORITY_PAUSE_MS);
-                self.state.no_effect_since_ms = None;
+                match self.queue(s) {
+                    q @ (Queue::Queued { .. } | Queue::Unknown) => {
+                        self.state.no_authority_until_ms = t.saturating_add(NO_AUTHORITY_PAUSE_MS);
+                        self.state.no_effect_since_ms = None;
+                        self.state.queued = match q {
+                            Queue::Queued { under, before } => Some((under, before)),
+                            _ => None,
+                        };
+                    }
+                    // The rate held because users got faster, and the delay still
+                    // paces them: the streak starts over.
+                    Queue::NotQueued => self.state.no_effect_since_ms = None,
+                    // Threads_running is read but the stage has not measured long
+                    // enough to tell: the verdict waits for it.
+                    Queue::NotYet => {}
+                }
             }
         } else {
             self.state.no_effect_since_ms = None;
         }
         t >= self.state.no_authority_until_ms
+    }
+
+    /// Whether users have queued up behind the delay ([`NO_EFFECT_QUEUE_SHARE`]): the
+    /// stage's averages ([`CostMeter`]) of the user threads, the DML rate and the delay
+    /// applied against the user threads before the stage (`running_ref`).
+    fn queue(&self, s: &Signals) -> Queue {
+        let (Some(before), Some(_)) = (
+            self.state.running_ref.map(user_threads),
+            s.sample.threads_running,
+        ) else {
+            return Queue::Unknown;
+        };
+        match self.state.cost.filter(|c| c.row_us().is_some()) {
+            Some(c) if c.running >= before + NO_EFFECT_QUEUE_SHARE * c.dml * c.delay / 1e6 => {
+                Queue::Queued {
+                    under: c.running,
+                    before,
+                }
+            }
+            Some(_) => Queue::NotQueued,
+            None => Queue::NotYet,
+        }
     }
 
     /// The time (s) over which this tick's schedule drains the excess that is left.
@@ -1280,10 +1348,17 @@ impl Policy for PurgeRate {
                     self.cfg.quiet_dml_rate
                 )
             } else if !authority {
+                let queued = match self.state.queued {
+                    Some((under, before)) => format!(
+                        "; {under:.1} user threads in a statement under it against \
+                         {before:.1} before: users queued up behind it"
+                    ),
+                    None => String::new(),
+                };
                 format!(
                     "{situation}: no DML delay for now: the last one did not slow DML (DML \
-                     rate {:.0} rows/s against {:.0} without delay), so the load is not paced \
-                     by statement latency and a delay would only queue users",
+                     rate {:.0} rows/s against {:.0} without delay{queued}), so the load is \
+                     not paced by statement latency and a delay would only queue users",
                     s.dml_rate.unwrap_or(0.0),
                     self.state.dml_ref.unwrap_or(0.0)
                 )

@@ -719,6 +719,111 @@ fn a_delay_that_does_not_slow_dml_is_given_up() {
     // A delay that does slow DML is kept: see the closed-loop tests.
 }
 
+/// The tick at which a large delay is given up as having no authority, and the
+/// reason then, if any in `ticks`, with the DML rate and Threads_running (innopilot's
+/// query included) the load shows at the delay the server applies per row.
+fn given_up_at(ticks: u64, load: impl Fn(u64) -> (f64, Option<u64>)) -> Option<(u64, String)> {
+    let mut p = PurgeRate::new(PurgeRateConfig::default());
+    let caps = testkit::mysql();
+    let base = baseline(4);
+    let mut current = base.clone();
+    for i in 0..ticks {
+        let mut s = signals_with(3_000_000, 5_000.0, None);
+        s.t_ms = 100_000 + i * 1000;
+        let (lag, d) = (
+            current[&Knob::MaxPurgeLag],
+            current[&Knob::MaxPurgeLagDelay],
+        );
+        let applied = if d == 0 {
+            0
+        } else {
+            dml_delay_us(Flavor::MySql, 3_000_000, lag, d, &current)
+        };
+        (s.dml_rate, s.sample.threads_running) = {
+            let (rate, running) = load(applied);
+            (Some(rate), running)
+        };
+        let ps = testkit::propose(&mut p, &caps, &current, &base, &s);
+        for q in &ps {
+            current.insert(q.knob, q.value);
+        }
+        let reason = &find(&ps, Knob::MaxPurgeLagDelay).unwrap().reason;
+        if reason.contains("did not slow DML") {
+            return Some((i, reason.clone()));
+        }
+    }
+    None
+}
+
+#[test]
+fn an_open_loop_queued_behind_the_delay_is_given_up() {
+    // Arrivals at 10 000 rows/s whatever the delay; by Little's law the user threads
+    // in a statement are that rate times the row time, 800 µs plus the delay.
+    let open = |applied: u64| {
+        let users = (10_000.0 * (800.0 + applied as f64) / 1e6).ceil() as u64;
+        (10_000.0, Some(users + 1))
+    };
+    let (i, reason) = given_up_at(400, open).expect("an open loop kept its delay");
+    // The rate's 20 s, and the stage's averages measured.
+    assert!(i >= NO_EFFECT_MS / 1000, "{i}");
+    // The audit names the queue: 8 user threads before, 8 + R·d under the delay.
+    let under = reason
+        .split(" user threads in a statement under it against 8.0 before")
+        .next()
+        .and_then(|x| x.rsplit("; ").next())
+        .and_then(|x| x.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{reason}"));
+    assert!(under >= 9.0, "{reason}");
+}
+
+#[test]
+fn a_delay_that_users_outrun_for_another_reason_keeps_its_authority() {
+    // Eight closed-loop writers: 10 000 rows/s at 800 µs a row before the stage;
+    // in it rows take 500 µs (a view ended, the pages came back to the pool), so
+    // under the delay they run 11–13 k rows/s, above the rate before. The writers
+    // stay eight: no queue, the delay paces them.
+    let faster = |applied: u64| {
+        let row = if applied == 0 { 800.0 } else { 500.0 };
+        (8e6 / (row + applied as f64), Some(9))
+    };
+    assert_eq!(given_up_at(400, faster), None);
+    // With Threads_running no longer read in the stage the rate alone decides, as
+    // before the queue was looked at, and it gives the delay up.
+    let unread = |applied: u64| match applied {
+        0 => faster(0),
+        _ => (faster(applied).0, None),
+    };
+    assert!(given_up_at(400, unread).is_some());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Whatever the load's size: an open loop (the rate held, the threads grown by
+    /// Little's law) is given up; a closed loop of the same writers whose rows got
+    /// faster in the stage, so that the rate under the delay is no lower than before,
+    /// keeps its delay. From four writers up: the cap is a quarter of a row, so a
+    /// delay that leaves the rate alone queues at least one more thread there (an
+    /// open loop whose delay queues less is kept, as its users only pay d a row).
+    #[test]
+    fn only_users_queued_behind_the_delay_take_its_authority(
+        writers in 4.0f64..64.0,
+        row_us in 300.0f64..4_000.0,
+        faster in 0.4f64..0.8,
+    ) {
+        let rate = writers * 1e6 / row_us;
+        let open = |applied: u64| {
+            let users = (rate * (row_us + applied as f64) / 1e6).round() as u64;
+            (rate, Some(users + 1))
+        };
+        prop_assert!(given_up_at(400, open).is_some());
+        let closed = |applied: u64| {
+            let row = if applied == 0 { row_us } else { row_us * faster };
+            (writers * 1e6 / (row + applied as f64), Some(writers.round() as u64 + 1))
+        };
+        prop_assert_eq!(given_up_at(400, closed), None);
+    }
+}
+
 #[test]
 fn bumpless_start_from_the_knobs_in_effect() {
     // The operator handed back a delay of 2 000 µs (reset): the first decision
