@@ -801,9 +801,9 @@ proptest! {
     /// Whatever the load's size: an open loop (the rate held, the threads grown by
     /// Little's law) is given up; a closed loop of the same writers whose rows got
     /// faster in the stage, so that the rate under the delay is no lower than before,
-    /// keeps its delay. From four writers up: the cap is a quarter of a row, so a
-    /// delay that leaves the rate alone queues at least one more thread there (an
-    /// open loop whose delay queues less is kept, as its users only pay d a row).
+    /// keeps its delay. From four writers up: the plant reports whole threads, not
+    /// the server's sampled ones averaged, and the cap is a quarter of a row, so the
+    /// R·d an open loop adds is one thread or more there.
     #[test]
     fn only_users_queued_behind_the_delay_take_its_authority(
         writers in 4.0f64..64.0,
