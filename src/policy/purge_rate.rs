@@ -458,9 +458,9 @@ struct State {
     no_effect_since_ms: Option<u64>,
     /// No delay before this time: the last one had no authority.
     no_authority_until_ms: u64,
-    /// The user threads in a statement under that delay and before its stage
-    /// (averages), when the verdict saw them ([`NO_EFFECT_QUEUE_SHARE`]).
-    queued: Option<(f64, f64)>,
+    /// What the queue showed when the last delay was given up
+    /// ([`NO_EFFECT_QUEUE_SHARE`]), for the reason.
+    verdict: Option<Queue>,
     quiet: bool,
     /// No acting before this time: the history rate still covers a blocked period.
     settle_until_ms: u64,
@@ -915,10 +915,7 @@ impl PurgeRate {
                     q @ (Queue::Queued { .. } | Queue::Unknown) => {
                         self.state.no_authority_until_ms = t.saturating_add(NO_AUTHORITY_PAUSE_MS);
                         self.state.no_effect_since_ms = None;
-                        self.state.queued = match q {
-                            Queue::Queued { under, before } => Some((under, before)),
-                            _ => None,
-                        };
+                        self.state.verdict = Some(q);
                     }
                     // The rate held because users got faster, and the delay still
                     // paces them: the streak starts over.
@@ -1348,12 +1345,12 @@ impl Policy for PurgeRate {
                     self.cfg.quiet_dml_rate
                 )
             } else if !authority {
-                let queued = match self.state.queued {
-                    Some((under, before)) => format!(
+                let queued = match self.state.verdict {
+                    Some(Queue::Queued { under, before }) => format!(
                         "; {under:.1} user threads in a statement under it against \
                          {before:.1} before: users queued up behind it"
                     ),
-                    None => String::new(),
+                    _ => String::new(),
                 };
                 format!(
                     "{situation}: no DML delay for now: the last one did not slow DML (DML \
