@@ -319,6 +319,9 @@ pub fn compact_signals(s: &Signals) -> serde_json::Value {
     put("history_len", s.history_len.map(Into::into));
     put("history_rate", round(s.history_rate, 1.0, 1));
     put("dml_rate", round(s.dml_rate, 1.0, 1));
+    // With the DML rate, the user threads behind it (Little's law): what the purge-rate
+    // policy's cost cap is predicted from.
+    put("threads_running", s.sample.threads_running.map(Into::into));
     put("lsn_rate", round(s.lsn_rate, 1.0, 0));
     put("dirty_ratio", round(s.dirty_fraction, 1.0, 4));
     put(
@@ -1113,6 +1116,7 @@ mod tests {
             lsn_rate: Some(1_048_576.4),
             ..Signals::default()
         };
+        s.sample.threads_running = Some(17);
         s.sample.oldest_trx = Some(TrxInfo {
             trx_id: "1".into(),
             age_s: 61,
@@ -1127,6 +1131,7 @@ mod tests {
                 "history_len": 12345,
                 "history_rate": -3.3,
                 "lsn_rate": 1048576.0,
+                "threads_running": 17,
                 "oldest_trx_age_s": 61,
             })
         );

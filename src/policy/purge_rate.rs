@@ -691,6 +691,32 @@ impl PurgeRate {
         by_cost.clamp(MIN_DELAY_US.min(st.max_delay), st.max_delay)
     }
 
+    /// The row time without the delay that [`Self::cap_us`] rests on, in words for the
+    /// decision's reason: measured under the delay, or predicted from the user threads
+    /// and the DML rate before the stage. `None` when neither is known (the cap is then
+    /// `max_delay_us`). A cap read from a momentary lull in Threads_running is then
+    /// visible in the audit log: the ninety-first real-server run's e (300 k budget)
+    /// armed 508 µs in one repetition against 911–1 018 µs in the other two at the
+    /// same DML rate, and that one ended 16 k over the budget.
+    fn cap_row(&self, s: &Signals) -> Option<String> {
+        if let Some(row) = self.state.cost.and_then(|c| c.bare_row_us()) {
+            return Some(format!(
+                "a row takes {row:.0} µs without it (measured under the delay)"
+            ));
+        }
+        let threads = self
+            .state
+            .running_ref
+            .or(s.sample.threads_running.map(|t| t as f64))
+            .map(user_threads)?;
+        let r = self.state.dml_ref.filter(|r| *r >= 1.0)?;
+        Some(format!(
+            "a row takes {:.0} µs without it (predicted from {threads:.1} user threads in \
+             a statement at {r:.0} rows/s before the stage, Little's law)",
+            threads / r * 1e6
+        ))
+    }
+
     /// Adds this second to the stage's [`CostMeter`] when the server's switch was on
     /// all of it: history clearly behind the schedule last tick, or behind with the
     /// amplitude at its cap, and the server's formula applies `applied_us` per row at
@@ -1475,7 +1501,9 @@ impl Policy for PurgeRate {
                          the delay",
                         q * 100.0
                     ),
-                    None => "predicted from the row time before the delay".to_string(),
+                    None => self
+                        .cap_row(s)
+                        .unwrap_or_else(|| "predicted from the row time before the delay".into()),
                 };
                 format!(
                     "; the delay has been at its cost cap ({d} µs, max_dml_slowdown_pct {} % of \
@@ -1487,7 +1515,16 @@ impl Policy for PurgeRate {
                     s.t_ms.saturating_sub(since) as f64 / 1000.0
                 )
             }
-            _ => String::new(),
+            // Not held: what the cap is, so that a cap read from a lull shows.
+            _ => match self.cap_row(s) {
+                _ if cap >= stages.max_delay => format!("; cost cap {cap} µs: max_delay_us"),
+                Some(row) => format!(
+                    "; cost cap {cap} µs: max_dml_slowdown_pct {} % of a row's time with the \
+                     delay in it, where {row}",
+                    self.cfg.max_dml_slowdown_pct
+                ),
+                None => String::new(),
+            },
         };
         // Whole milliseconds: the sampler's interval may be a fraction of a second.
         let lead = humantime::format_duration(Duration::from_millis(step_ms));
@@ -1500,7 +1537,9 @@ impl Policy for PurgeRate {
         );
         // The delay pair is held at its cost while history stays behind: the knob does
         // not change, so without the name no record would say it.
-        let held_by = (!capped.is_empty()).then_some("max_dml_slowdown_pct");
+        let held_by = capped
+            .contains("cannot be held")
+            .then_some("max_dml_slowdown_pct");
         out.push(
             self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone())
                 .held_by(held_by),

@@ -1353,6 +1353,18 @@ fn mariadb_arms_its_threshold_before_history_reaches_the_budget() {
         "{}",
         lag.reason
     );
+    // The reason says what the cap is and what it was predicted from: four writers
+    // (Threads_running 5 less the sampling query) at the DML rate before the stage.
+    let d = find(&out[armed].1, Knob::MaxPurgeLagDelay).unwrap();
+    assert!(
+        lag.reason.contains(&format!(
+            "cost cap {} µs: max_dml_slowdown_pct 20 % of a row's time with the delay in it, \
+             where a row takes 133 µs without it (predicted from 4.0 user threads",
+            d.value
+        )),
+        "{}",
+        lag.reason
+    );
     // … at the cost cap (history is not there yet: nothing to drain at full
     // amplitude), held until history got there (not decayed while the switch
     // was off) …
