@@ -774,7 +774,7 @@ def proc_status(pid, key):
 STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
-               "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed"]
+               "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running"]
 STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
@@ -1104,11 +1104,14 @@ def write_csv(path, sb_rows, samples):
     cols = ["t", "tps", "p99_ms", "queue", "history", "redo_fill_pct", "dirty_pct", "purge_threads",
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
-            "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age"]
+            "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age",
+            "threads_running"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
     # which @@innodb_log_file_size shows only once the SET's session returns.
+    # threads_running (the bench's own sampling query among them) with the TPS is the
+    # row time users see, which the purge-rate policy's cost cap is predicted from.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1123,7 +1126,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("Innodb_buffer_pool_reads"), s.get("ip_ticks"), s.get("ip_rss_kb"),
                         s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits"),
                         s.get("Innodb_buffer_pool_pages_LRU_flushed"), s.get("Innodb_lsn_current"),
-                        s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age")])
+                        s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age"),
+                        s.get("Threads_running")])
 
 
 def fill(s):
