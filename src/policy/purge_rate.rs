@@ -669,15 +669,10 @@ impl PurgeRate {
     /// reference instead (eighty-fifth and eighty-sixth runs) fell there, and history
     /// ended at 114–246 k; the row time under the delay needs no reference.
     fn cap_us(&self, s: &Signals, st: &Stages) -> u64 {
-        let threads = self
-            .state
-            .running_ref
-            .or(s.sample.threads_running.map(|t| t as f64))
-            .map(user_threads);
         let pct = self.cfg.max_dml_slowdown_pct;
-        let predicted = match (threads, self.state.dml_ref) {
-            (Some(n), Some(r)) if r >= 1.0 => delay_for_slowdown_us(n / r * 1e6, pct),
-            _ => st.max_delay,
+        let predicted = match self.before_stage(s) {
+            Some((n, r)) => delay_for_slowdown_us(n / r * 1e6, pct),
+            None => st.max_delay,
         };
         let by_cost = match self.state.cost.and_then(|c| c.bare_row_us()) {
             Some(row) => {
@@ -691,25 +686,33 @@ impl PurgeRate {
         by_cost.clamp(MIN_DELAY_US.min(st.max_delay), st.max_delay)
     }
 
-    /// The row time without the delay that [`Self::cap_us`] rests on, in words for the
-    /// decision's reason: measured under the delay, or predicted from the user threads
-    /// and the DML rate before the stage. `None` when neither is known (the cap is then
-    /// `max_delay_us`). A cap read from a momentary lull in Threads_running is then
-    /// visible in the audit log: the ninety-first real-server run's e (300 k budget)
-    /// armed 508 µs in one repetition against 911–1 018 µs in the other two at the
-    /// same DML rate, and that one ended 16 k over the budget.
-    fn cap_row(&self, s: &Signals) -> Option<String> {
-        if let Some(row) = self.state.cost.and_then(|c| c.bare_row_us()) {
-            return Some(format!(
-                "a row takes {row:.0} µs without it (measured under the delay)"
-            ));
-        }
+    /// The user threads in a statement and the DML rate before the stage (their
+    /// averages while no delay of this policy ran; the threads now until then), from
+    /// which the row time without the delay is predicted: n / R by Little's law.
+    fn before_stage(&self, s: &Signals) -> Option<(f64, f64)> {
         let threads = self
             .state
             .running_ref
             .or(s.sample.threads_running.map(|t| t as f64))
             .map(user_threads)?;
         let r = self.state.dml_ref.filter(|r| *r >= 1.0)?;
+        Some((threads, r))
+    }
+
+    /// The row time without the delay that [`Self::cap_us`] rests on, in words for the
+    /// decision's reason: measured under the delay, or predicted from the user threads
+    /// and the DML rate before the stage. `None` when neither is known (the cap is then
+    /// `max_delay_us`). A prediction unlike the next repetition's is then visible in
+    /// the audit log: the ninety-first real-server run's e (300 k budget) armed 508 µs
+    /// in one repetition against 911–1 018 µs in the other two at about the same DML
+    /// rate, and that one ended 16 k over the budget; its log did not say why.
+    fn cap_row(&self, s: &Signals) -> Option<String> {
+        if let Some(row) = self.state.cost.and_then(|c| c.bare_row_us()) {
+            return Some(format!(
+                "a row takes {row:.0} µs without it (measured under the delay)"
+            ));
+        }
+        let (threads, r) = self.before_stage(s)?;
         Some(format!(
             "a row takes {:.0} µs without it (predicted from {threads:.1} user threads in \
              a statement at {r:.0} rows/s before the stage, Little's law)",
@@ -1493,8 +1496,12 @@ impl Policy for PurgeRate {
             ),
         };
         // Held at the cost cap and still behind: say so, with the trade to make.
-        let capped = match self.state.capped_since {
-            Some(since) if s.t_ms.saturating_sub(since) >= CAPPED_NOTE_MS => {
+        let held_since = self
+            .state
+            .capped_since
+            .filter(|since| s.t_ms.saturating_sub(*since) >= CAPPED_NOTE_MS);
+        let capped = match held_since {
+            Some(since) => {
                 let basis = match self.state.cost.and_then(|c| c.row_us().zip(c.share())) {
                     Some((row, q)) => format!(
                         "measured: a row takes {row:.0} µs in the server, {:.0} % of it in \
@@ -1515,8 +1522,8 @@ impl Policy for PurgeRate {
                     s.t_ms.saturating_sub(since) as f64 / 1000.0
                 )
             }
-            // Not held: what the cap is, so that a cap read from a lull shows.
-            _ => match self.cap_row(s) {
+            // Not held: what the cap is and what it rests on.
+            None => match self.cap_row(s) {
                 _ if cap >= stages.max_delay => format!("; cost cap {cap} µs: max_delay_us"),
                 Some(row) => format!(
                     "; cost cap {cap} µs: max_dml_slowdown_pct {} % of a row's time with the \
@@ -1537,9 +1544,7 @@ impl Policy for PurgeRate {
         );
         // The delay pair is held at its cost while history stays behind: the knob does
         // not change, so without the name no record would say it.
-        let held_by = capped
-            .contains("cannot be held")
-            .then_some("max_dml_slowdown_pct");
+        let held_by = held_since.is_some().then_some("max_dml_slowdown_pct");
         out.push(
             self.propose(Knob::MaxPurgeLag, lag, Intent::Act, reason.clone())
                 .held_by(held_by),
