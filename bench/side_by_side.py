@@ -7,14 +7,20 @@ Runs `innopilot simulate --compare --json` (every peer on every built-in scenari
 writes it to RESULTS/simulator.json, and writes RESULTS/side_by_side.md: for each real
 scenario in RESULTS/summary.json, the simulator scenario closest to it, each arm next to
 the peer it stands for, as ratios to the defaults arm (the two are different machines
-and loads, so only ratios and rankings compare). bench.py calls it after a full run.
-Python 3 standard library only.
+and loads, so only ratios and rankings compare). An innopilot arm without a peer of its
+own (a budget arm, an ablation) on the defaults' server is put beside the scenario's twin
+run with that arm's own configuration (`simulate --scenario TWIN --policy innopilot
+--config`, the file bench.py gives the arm), so the model is checked where the control
+acts. bench.py calls it after a full run. Python 3 standard library only.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
+
+import bench
 
 # Real scenario -> the simulator scenario closest to it.
 SCENARIO = {
@@ -71,6 +77,39 @@ def peer_for(sc, arm):
     return PEER_BY_SCENARIO.get((sc, arm), PEER.get(arm))
 
 
+def own_config_arm(sc, arm, real_sc):
+    """An innopilot arm with no peer whose server is the defaults' (its difference is
+    innopilot's configuration alone): its twin runs that configuration."""
+    return (peer_for(sc, arm) is None and arm in bench.INNOPILOT_ARMS and real_sc is not None
+            and not bench.arm_server_args(arm, real_sc))
+
+
+def own_config_rows(binary, summ, seed):
+    """{(real scenario, arm): the twin's summary with the arm's configuration}."""
+    out = {}
+    real = bench.scenarios(False)
+    with tempfile.TemporaryDirectory() as tmp:
+        for sc, arms in summ.items():
+            ssc = SCENARIO.get(sc)
+            if ssc is None:
+                continue
+            for arm in arms:
+                if not own_config_arm(sc, arm, real.get(sc)):
+                    continue
+                cfg = os.path.join(tmp, f"{sc}-{arm}.toml")
+                # state and audit paths are the simulator's own; http is not started
+                bench.innopilot_config(cfg, arm, os.path.join(tmp, "audit.jsonl"),
+                                       os.path.join(tmp, "state.json"), 1, real.get(sc))
+                r = subprocess.run([binary, "simulate", "--scenario", ssc, "--policy", "innopilot",
+                                    "--config", cfg, "--json", "--seed", str(seed)],
+                                   capture_output=True, text=True, timeout=600)
+                if r.returncode != 0:
+                    sys.exit(f"side_by_side: innopilot simulate --config for {arm} on {ssc} failed "
+                             f"({r.returncode}): {r.stderr.strip()}")
+                out[(sc, arm)] = json.loads(r.stdout)
+    return out
+
+
 def ranking(values):
     """Arms ordered best first by value (higher is better); arms without a value last."""
     known = [(a, v) for a, v in values.items() if v is not None]
@@ -96,6 +135,18 @@ def main():
     rows = {(r["scenario"], r["peer"]): r for r in sim["rows"]}
 
     summ = real["summary"]
+    own = own_config_rows(a.innopilot, summ, a.seed)
+
+    def sim_row(sc, arm):
+        if (sc, arm) in own:
+            return own[(sc, arm)]
+        peer = peer_for(sc, arm)
+        return rows.get((SCENARIO.get(sc), peer)) if peer else None
+
+    def label(sc, arm):
+        if (sc, arm) in own:
+            return f"{arm} → innopilot with the arm's config"
+        return f"{arm} → {peer_for(sc, arm) or '(no peer)'}"
     lines = [
         f"Simulator: `{os.path.basename(a.innopilot)} simulate --compare --json --seed {a.seed}` "
         "(simulator.json). Ratios are to each side's defaults (arm `defaults`, peer "
@@ -108,17 +159,17 @@ def main():
         lines.append(f"\n**{sc}** next to the simulator's `{ssc}`\n")
         lines.append("| arm → peer | real TPS × defaults | sim TPS × defaults | real worst 1 s / median "
                      "| sim worst 1 s / mean | real p99 × defaults | sim p99 × defaults | sim s stalled "
-                     "| real peak history | sim peak history | sim history at end | real SETs | sim SETs |")
-        lines.append("|" + "---|" * 13)
+                     "| real peak history | sim peak history | real history at end | sim history at end | real SETs "
+                     "| sim SETs |")
+        lines.append("|" + "---|" * 14)
         base_real_tps = median(summ, sc, "defaults", "mean_tps")
         base_real_p99 = median(summ, sc, "defaults", "p99_of_p99")
         base_sim = rows.get((ssc, "mariadb1011_defaults"))
         for arm in summ[sc]:
-            peer = peer_for(sc, arm)
-            s = rows.get((ssc, peer)) if peer else None
+            s = sim_row(sc, arm)
             r_tps = median(summ, sc, arm, "mean_tps")
             lines.append("| " + " | ".join([
-                f"{arm} → {peer or '(no peer)'}",
+                label(sc, arm),
                 fmt(ratio(r_tps, base_real_tps)),
                 fmt(ratio(s["mean_tps"], base_sim["mean_tps"]) if s and base_sim else None),
                 fmt(median(summ, sc, arm, "worst_ratio")),
@@ -128,19 +179,20 @@ def main():
                 fmt(s["stalled_s"] if s else None, "{:.0f}"),
                 fmt(median(summ, sc, arm, "peak_history"), "{:.0f}"),
                 fmt(s["peak_history"] if s else None, "{:.0f}"),
+                fmt(median(summ, sc, arm, "end_debt"), "{:.0f}"),
                 fmt(s["end_history"] if s else None, "{:.0f}"),
                 fmt(median(summ, sc, arm, "ip_sets"), "{:.0f}"),
                 fmt(s["sets"] if s and arm != "dryrun" else None, "{:.0f}"),
             ]) + " |")
         # Rankings: do the simulator and the server order the arms alike? dryrun only
         # observes; its peer is the defaults, so it is left out.
-        arms = [x for x in summ[sc] if x != "dryrun" and peer_for(sc, x)]
+        arms = [x for x in summ[sc] if x != "dryrun" and sim_row(sc, x)]
         for what, rkey, skey, sign in (("mean TPS", "mean_tps", "mean_tps", 1),
                                         ("history at the end (lower is better)", "end_debt", "end_history", -1)):
             real_v, sim_v = {}, {}
             for arm in arms:
                 rv = median(summ, sc, arm, rkey)
-                sr = rows.get((ssc, peer_for(sc, arm)))
+                sr = sim_row(sc, arm)
                 sv = sr.get(skey) if sr else None
                 real_v[arm] = None if rv is None else sign * rv
                 sim_v[arm] = None if sv is None else sign * sv

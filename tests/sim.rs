@@ -448,3 +448,51 @@ fn comparison_plots_a_dba_can_read() {
         "undo ticks are not in MiB/GiB"
     );
 }
+
+/// `bench/side_by_side.py` puts a budget arm (no peer of its own, the defaults' server)
+/// beside the twin run with that arm's own configuration, and a static arm without a
+/// peer beside nothing: the model is checked where the control acts, and no row claims
+/// a twin it did not run.
+#[test]
+fn side_by_side_runs_a_budget_arm_with_its_own_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = |x: f64| serde_json::json!({ "median": x, "min": x, "max": x, "values": [x] });
+    let arm = |tps: f64, end: f64| serde_json::json!({ "mean_tps": m(tps), "end_debt": m(end), "peak_history": m(end) });
+    let summary = serde_json::json!({ "summary": { "e_purge_behind": {
+        "defaults": arm(3876.0, 466_871.0),
+        "innopilot_300k": arm(3487.0, 294_726.0),
+        "threshold_300k": arm(3420.0, 294_401.0),
+    } } });
+    std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    common::run::succeeded(
+        std::process::Command::new("python3")
+            .arg(format!("{root}/bench/side_by_side.py"))
+            .arg("--innopilot")
+            .arg(common::innopilot_bin())
+            .arg("--results")
+            .arg(dir.path())
+            .output()
+            .expect("python3 runs"),
+    );
+    let md = std::fs::read_to_string(dir.path().join("side_by_side.md")).unwrap();
+    let row = |prefix: &str| -> Vec<String> {
+        let line = md
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row {prefix:?} in\n{md}"));
+        line.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    // | label | real TPS × | sim TPS × | … | real history at end | sim history at end | …
+    let own = row("| innopilot_300k → innopilot with the arm's config");
+    let sim_tps: f64 = own[3].parse().expect("a simulated TPS ratio");
+    assert!(sim_tps > 0.0 && sim_tps < 1.0, "{own:?}");
+    let sim_end: f64 = own[12].parse().expect("a simulated history at the end");
+    // The twin with the arm's config is the controller held to 300 k, not the defaults'
+    // run: its history differs from the defaults' twin.
+    let defaults = row("| defaults → mariadb1011_defaults");
+    let sim_end_defaults: f64 = defaults[12].parse().unwrap();
+    assert!(sim_end < sim_end_defaults, "{own:?} against {defaults:?}");
+    let threshold = row("| threshold_300k → (no peer)");
+    assert_eq!(threshold[3], "–", "{threshold:?}");
+}
