@@ -757,6 +757,18 @@ def proc_cpu_ticks(pid):
         return None
 
 
+def machine_cpu_ticks():
+    """(busy, total) ticks of every CPU since boot, from /proc/stat's first line: busy is
+    all but idle and iowait. With the server's own ticks it tells whether users, purge
+    and the load generator together fill the machine's cores."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v) - v[3] - v[4], sum(v)
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
 def proc_status(pid, key):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -980,6 +992,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
             if ip:
                 s["ip_ticks"] = proc_cpu_ticks(ip.pid)
                 s["ip_rss_kb"] = proc_status(ip.pid, "VmRSS")
+            s["server_ticks"] = proc_cpu_ticks(srv.proc.pid) if srv.proc else None
+            s["cpu_busy_ticks"], s["cpu_total_ticks"] = machine_cpu_ticks()
             samples.append(s)
         for x in sbs:
             x["thread"].join(timeout=10)
@@ -1105,13 +1119,17 @@ def write_csv(path, sb_rows, samples):
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
             "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age",
-            "threads_running"]
+            "threads_running", "server_cpu_ticks", "cpu_busy_ticks", "cpu_total_ticks"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
     # which @@innodb_log_file_size shows only once the SET's session returns.
     # threads_running (the bench's own sampling query among them) with the TPS is the
     # row time users see, which the purge-rate policy's cost cap is predicted from.
+    # server_cpu_ticks is mariadbd's utime + stime, cpu_busy_ticks and cpu_total_ticks
+    # the whole machine's (/proc/stat; busy = all but idle and iowait), all cumulative
+    # in clock ticks (CLK_TCK a second per core): whether purge and users share a
+    # full CPU as well as the read cap.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1127,7 +1145,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("Innodb_buffer_pool_wait_free"), s.get("sync_waits"),
                         s.get("Innodb_buffer_pool_pages_LRU_flushed"), s.get("Innodb_lsn_current"),
                         s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age"),
-                        s.get("Threads_running")])
+                        s.get("Threads_running"), s.get("server_ticks"), s.get("cpu_busy_ticks"),
+                        s.get("cpu_total_ticks")])
 
 
 def fill(s):
