@@ -769,6 +769,28 @@ def machine_cpu_ticks():
         return None, None
 
 
+def proc_read_bytes(pid, tid=None):
+    """Bytes the process (or one of its threads) had the block layer read for it:
+    /proc's read_bytes, counted at submission, so direct I/O counts too."""
+    path = f"/proc/{pid}/io" if tid is None else f"/proc/{pid}/task/{tid}/io"
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def users_read_bytes(pid, tids):
+    """Read bytes of the users' connection threads (persistent for a run, so the sum is
+    cumulative), or None when none could be read."""
+    vals = [proc_read_bytes(pid, t) for t in tids or []]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) if vals else None
+
+
 def proc_status(pid, key):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -797,7 +819,11 @@ SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
               "@@innodb_max_purge_lag_delay, @@innodb_io_capacity, @@innodb_io_capacity_max, "
               "@@innodb_log_file_size); "
               "SELECT 'sync_waits', `COUNT` FROM information_schema.INNODB_METRICS "
-              "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1").format(
+              "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1; "
+              # The OS threads of the users' connections (the load's schema), whose reads
+              # /proc tells apart from the server's own (purge, read-ahead, page cleaner).
+              "SELECT 'user_tids', IFNULL(GROUP_CONCAT(TID), '') FROM information_schema.PROCESSLIST "
+              "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").format(
                   ",".join(f"'{v}'" for v in STATUS_VARS))
 
 
@@ -819,6 +845,9 @@ def sample_once(srv):
     d = {}
     for line in out.strip().splitlines():
         k, _, v = line.partition("\t")
+        if k == "user_tids":
+            d["user_tids"] = [int(x) for x in v.split(",") if x.strip().isdigit()]
+            continue
         if k == "knobs":
             vals = v.split(",")
             if len(vals) == len(KNOB_NAMES):
@@ -993,6 +1022,9 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 s["ip_ticks"] = proc_cpu_ticks(ip.pid)
                 s["ip_rss_kb"] = proc_status(ip.pid, "VmRSS")
             s["server_ticks"] = proc_cpu_ticks(srv.proc.pid) if srv.proc else None
+            if srv.proc:
+                s["server_read_bytes"] = proc_read_bytes(srv.proc.pid)
+                s["user_read_bytes"] = users_read_bytes(srv.proc.pid, s.get("user_tids"))
             s["cpu_busy_ticks"], s["cpu_total_ticks"] = machine_cpu_ticks()
             samples.append(s)
         for x in sbs:
@@ -1119,7 +1151,8 @@ def write_csv(path, sb_rows, samples):
             "max_purge_lag", "purge_lag_delay_us", "io_capacity", "io_capacity_max", "log_file_size",
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
             "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age",
-            "threads_running", "server_cpu_ticks", "cpu_busy_ticks", "cpu_total_ticks"]
+            "threads_running", "server_cpu_ticks", "cpu_busy_ticks", "cpu_total_ticks",
+            "server_read_bytes", "user_read_bytes", "user_threads"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1129,7 +1162,10 @@ def write_csv(path, sb_rows, samples):
     # server_cpu_ticks is mariadbd's utime + stime, cpu_busy_ticks and cpu_total_ticks
     # the whole machine's (/proc/stat; busy = all but idle and iowait), all cumulative
     # in clock ticks (CLK_TCK a second per core): whether purge and users share a
-    # full CPU as well as the read cap.
+    # full CPU as well as the read cap. server_read_bytes is mariadbd's /proc read_bytes
+    # (cumulative), user_read_bytes the part its user_threads (the connections in the
+    # load's schema, by PROCESSLIST.TID) read: the rest is the server's own threads'
+    # (purge, read-ahead), so the read cap's split between users and purge is measured.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1146,7 +1182,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("Innodb_buffer_pool_pages_LRU_flushed"), s.get("Innodb_lsn_current"),
                         s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age"),
                         s.get("Threads_running"), s.get("server_ticks"), s.get("cpu_busy_ticks"),
-                        s.get("cpu_total_ticks")])
+                        s.get("cpu_total_ticks"), s.get("server_read_bytes"), s.get("user_read_bytes"),
+                        len(s["user_tids"]) if s.get("user_tids") is not None else None])
 
 
 def fill(s):
