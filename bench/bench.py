@@ -821,7 +821,7 @@ SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
               "SELECT 'sync_waits', `COUNT` FROM information_schema.INNODB_METRICS "
               "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1; "
               # The OS threads of the users' connections (the load's schema), whose reads
-              # /proc tells apart from the server's own (purge, read-ahead, page cleaner).
+              # /proc tells apart from the server's own threads' (purge above all).
               "SELECT 'user_tids', IFNULL(GROUP_CONCAT(TID), '') FROM information_schema.PROCESSLIST "
               "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").format(
                   ",".join(f"'{v}'" for v in STATUS_VARS))
@@ -1165,7 +1165,7 @@ def write_csv(path, sb_rows, samples):
     # full CPU as well as the read cap. server_read_bytes is mariadbd's /proc read_bytes
     # (cumulative), user_read_bytes the part its user_threads (the connections in the
     # load's schema, by PROCESSLIST.TID) read: the rest is the server's own threads'
-    # (purge, read-ahead), so the read cap's split between users and purge is measured.
+    # (purge above all), so the read cap's split between users and purge is measured.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
