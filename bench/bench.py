@@ -769,18 +769,23 @@ def machine_cpu_ticks():
         return None, None
 
 
+def proc_field(path, key):
+    """The integer after `key:` in a /proc file of "key: value [unit]" lines, or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def proc_read_bytes(pid, tid=None):
     """Bytes the process (or one of its threads) had the block layer read for it:
     /proc's read_bytes, counted at submission, so direct I/O counts too."""
     path = f"/proc/{pid}/io" if tid is None else f"/proc/{pid}/task/{tid}/io"
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith("read_bytes:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
+    return proc_field(path, "read_bytes")
 
 
 def users_read_bytes(pid, tids):
@@ -792,14 +797,7 @@ def users_read_bytes(pid, tids):
 
 
 def proc_status(pid, key):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])  # kB
-    except OSError:
-        pass
-    return None
+    return proc_field(f"/proc/{pid}/status", key)  # kB
 
 
 # ----------------------------------------------------------------------------------------
@@ -1021,8 +1019,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
             if ip:
                 s["ip_ticks"] = proc_cpu_ticks(ip.pid)
                 s["ip_rss_kb"] = proc_status(ip.pid, "VmRSS")
-            s["server_ticks"] = proc_cpu_ticks(srv.proc.pid) if srv.proc else None
             if srv.proc:
+                s["server_ticks"] = proc_cpu_ticks(srv.proc.pid)
                 s["server_read_bytes"] = proc_read_bytes(srv.proc.pid)
                 s["user_read_bytes"] = users_read_bytes(srv.proc.pid, s.get("user_tids"))
             s["cpu_busy_ticks"], s["cpu_total_ticks"] = machine_cpu_ticks()
