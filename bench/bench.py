@@ -800,13 +800,95 @@ def proc_status(pid, key):
     return proc_field(f"/proc/{pid}/status", key)  # kB
 
 
+TASK_DELAYACCT = "/proc/sys/kernel/task_delayacct"
+
+
+_DELAYACCT = []
+
+
+def delayacct_on():
+    """delayacct_enable(), tried once a bench run."""
+    if not _DELAYACCT:
+        _DELAYACCT.append(delayacct_enable())
+    return _DELAYACCT[0]
+
+
+def delayacct_enable():
+    """Turn on the kernel's per-task delay accounting (off by default since Linux 5.14),
+    so /proc's delayacct_blkio_ticks counts each thread's time asleep on block I/O, and
+    put the old setting back at exit. True when it is on."""
+    try:
+        with open(TASK_DELAYACCT) as f:
+            old = f.read().strip()
+        if old != "1":
+            with open(TASK_DELAYACCT, "w") as f:
+                f.write("1\n")
+            atexit.register(delayacct_restore, old)
+        with open(TASK_DELAYACCT) as f:
+            return f.read().strip() == "1"
+    except OSError as e:
+        log(f"!! per-task delay accounting unavailable ({e}): the blkio wait columns stay empty")
+        return False
+
+
+def delayacct_restore(old):
+    try:
+        with open(TASK_DELAYACCT, "w") as f:
+            f.write(old + "\n")
+    except OSError as e:
+        log(f"!! could not restore {TASK_DELAYACCT} to {old}: {e}")
+
+
+class BlkioWait:
+    """Cumulative block-I/O wait of mariadbd's threads, all of them and the users'
+    connection threads apart, in clock ticks. The kernel keeps the count per thread only
+    (the process's own stat shows its main thread's), so this sums each thread's growth
+    between samples: a pool thread that exits keeps what it had waited up to its last
+    sample. Time waited over time elapsed is the mean number of threads waiting (reads
+    in flight, with the writes a thread waits for itself: few here, as commits do not
+    fsync); over the pages read it is the mean wait per read. Asynchronous reads
+    (InnoDB's read-ahead and sibling prefetch) keep no thread of the server asleep
+    unless io_uring hands them to its own workers (`iou-wrk-*` threads of the
+    process), which are counted apart."""
+
+    def __init__(self, pid):
+        self.pid, self.last, self.comm = pid, {}, {}
+        self.total = self.user = self.uring = 0
+
+    def sample(self, user_tids):
+        """(all threads, users' threads, io_uring workers): cumulative ticks."""
+        users = set(user_tids or [])
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError:
+            return None, None, None
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                    head, tail = f.read().rsplit(")", 1)
+                ticks = int(tail.split()[39])  # field 42, delayacct_blkio_ticks
+            except (OSError, ValueError, IndexError):
+                continue
+            if tid not in self.comm:
+                self.comm[tid] = head.split("(", 1)[-1]
+            d = max(0, ticks - self.last.get(tid, 0))
+            self.last[tid] = ticks
+            self.total += d
+            if tid in users:
+                self.user += d
+            elif self.comm[tid].startswith("iou-wrk"):
+                self.uring += d
+        return self.total, self.user, self.uring
+
+
 # ----------------------------------------------------------------------------------------
 # One run
 
 STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age",
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
-               "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running"]
+               "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running",
+               "Innodb_buffer_pool_read_ahead"]
 STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
@@ -925,6 +1007,7 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 raise RuntimeError(f"innopilot exited {ip.returncode}: "
                                    + open(os.path.join(srv.dir, 'innopilot.stderr')).read()[-2000:])
         samples = []
+        delayacct, blkio_wait = delayacct_on(), None
         t0 = time.time()
         pending = sorted(segments, key=lambda g: g["start"])
         ip_ticks0 = proc_cpu_ticks(ip.pid) if ip else None
@@ -1023,6 +1106,11 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 s["server_ticks"] = proc_cpu_ticks(srv.proc.pid)
                 s["server_read_bytes"] = proc_read_bytes(srv.proc.pid)
                 s["user_read_bytes"] = users_read_bytes(srv.proc.pid, s.get("user_tids"))
+                if delayacct:
+                    if blkio_wait is None:
+                        blkio_wait = BlkioWait(srv.proc.pid)
+                    (s["server_blkio_ticks"], s["user_blkio_ticks"],
+                     s["uring_blkio_ticks"]) = blkio_wait.sample(s.get("user_tids"))
             s["cpu_busy_ticks"], s["cpu_total_ticks"] = machine_cpu_ticks()
             samples.append(s)
         for x in sbs:
@@ -1150,7 +1238,8 @@ def write_csv(path, sb_rows, samples):
             "pages_flushed", "pool_reads", "innopilot_cpu_ticks", "innopilot_rss_kb", "free_page_waits",
             "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age",
             "threads_running", "server_cpu_ticks", "cpu_busy_ticks", "cpu_total_ticks",
-            "server_read_bytes", "user_read_bytes", "user_threads"]
+            "server_read_bytes", "user_read_bytes", "user_threads", "server_blkio_ticks",
+            "user_blkio_ticks", "uring_blkio_ticks", "read_ahead"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1164,6 +1253,12 @@ def write_csv(path, sb_rows, samples):
     # (cumulative), user_read_bytes the part its user_threads (the connections in the
     # load's schema, by PROCESSLIST.TID) read: the rest is the server's own threads'
     # (purge above all), so the read cap's split between users and purge is measured.
+    # server_blkio_ticks and user_blkio_ticks are the same threads' time asleep on block
+    # I/O (BlkioWait; cumulative clock ticks, empty without delay accounting): with the
+    # bytes they tell whether a side reads more because it waits less per read or
+    # because more of its threads read at once; uring_blkio_ticks is the part of the
+    # server's that io_uring's workers wait on behalf of async reads. read_ahead is the pages InnoDB's
+    # read-ahead asked for, which pool_reads (the synchronous reads) leaves out.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1181,7 +1276,9 @@ def write_csv(path, sb_rows, samples):
                         s.get("Innodb_checkpoint_age"), s.get("Innodb_checkpoint_max_age"),
                         s.get("Threads_running"), s.get("server_ticks"), s.get("cpu_busy_ticks"),
                         s.get("cpu_total_ticks"), s.get("server_read_bytes"), s.get("user_read_bytes"),
-                        len(s["user_tids"]) if s.get("user_tids") is not None else None])
+                        len(s["user_tids"]) if s.get("user_tids") is not None else None,
+                        s.get("server_blkio_ticks"), s.get("user_blkio_ticks"), s.get("uring_blkio_ticks"),
+                        s.get("Innodb_buffer_pool_read_ahead")])
 
 
 def fill(s):
