@@ -849,11 +849,17 @@ class BlkioWait:
     fsync); over the pages read it is the mean wait per read. Asynchronous reads
     (InnoDB's read-ahead and sibling prefetch) keep no thread of the server asleep
     unless io_uring hands them to its own workers (`iou-wrk-*` threads of the
-    process), which are counted apart."""
+    process), which are counted apart.
+
+    A thread's growth between two samples is capped at the wall time between them: the
+    kernel can add its uptime to a thread's count once (a wake-up from an I/O sleep
+    whose start it never stamped: seen 2026-11-29 as one second with 1 137 s of sleep,
+    the machine's uptime, in one thread)."""
 
     def __init__(self, pid):
         self.pid, self.last, self.comm = pid, {}, {}
         self.total = self.user = self.uring = 0
+        self.t_last = None
 
     def sample(self, user_tids):
         """(all threads, users' threads, io_uring workers): cumulative ticks."""
@@ -862,6 +868,10 @@ class BlkioWait:
             tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
         except OSError:
             return None, None, None
+        now = time.monotonic()
+        # None on the first sample, whose counts are the baseline the others grow from
+        cap = None if self.t_last is None else (now - self.t_last) * CLK_TCK + 1
+        self.t_last = now
         for tid in tids:
             try:
                 with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
@@ -872,6 +882,8 @@ class BlkioWait:
             if tid not in self.comm:
                 self.comm[tid] = head.split("(", 1)[-1]
             d = max(0, ticks - self.last.get(tid, 0))
+            if cap is not None:
+                d = min(d, cap)
             self.last[tid] = ticks
             self.total += d
             if tid in users:
