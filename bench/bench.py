@@ -900,7 +900,13 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
                "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running",
-               "Innodb_buffer_pool_read_ahead"]
+               "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free"]
+# InnoDB's own counters of what is read (by page type: index leaves, the pages above
+# them, undo logs), of all pages read (background reads too), of the reads pending in
+# the OS layer and of the free-block searches; the bench enables those off by default.
+READ_METRICS = ["buffer_pages_read", "buffer_page_read_index_leaf", "buffer_page_read_index_non_leaf",
+                "buffer_page_read_undo_log", "os_pending_reads", "buffer_LRU_get_free_search",
+                "buffer_LRU_get_free_loops"]
 STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
@@ -912,10 +918,13 @@ SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
               "@@innodb_log_file_size); "
               "SELECT 'sync_waits', `COUNT` FROM information_schema.INNODB_METRICS "
               "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1; "
+              "SELECT NAME, `COUNT` FROM information_schema.INNODB_METRICS "
+              "WHERE NAME IN ({metrics}) AND ENABLED = 1; "
               # The OS threads of the users' connections (the load's schema), whose reads
               # /proc tells apart from the server's own threads' (purge above all).
               "SELECT 'user_tids', IFNULL(GROUP_CONCAT(TID), '') FROM information_schema.PROCESSLIST "
-              "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").format(
+              "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").replace(
+                  "{metrics}", ",".join(f"'{v}'" for v in READ_METRICS)).format(
                   ",".join(f"'{v}'" for v in STATUS_VARS))
 
 
@@ -998,6 +1007,9 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
             if got.rstrip("/") != log_dir.rstrip("/"):
                 raise RuntimeError(f"redo not on tmpfs: innodb_log_group_home_dir = {got}")
         srv.sql("SET GLOBAL innodb_monitor_enable = 'buffer_flush_sync_waits'", check=False)
+        # (the page-type counters are enabled only as their module, module_buffer_page)
+        for m in ("module_buffer_page", "buffer_LRU_get_free_search", "buffer_LRU_get_free_loops"):
+            srv.sql(f"SET GLOBAL innodb_monitor_enable = '{m}'", check=False)
         # warm the buffer pool identically for every arm: the clustered index of every
         # table (SUM(k) alone reads only the secondary index k_1, which covers it)
         for i in range(1, sc["tables"] + 1):
@@ -1251,7 +1263,9 @@ def write_csv(path, sb_rows, samples):
             "sync_flush_waits", "lru_flushed", "lsn", "checkpoint_age", "checkpoint_max_age",
             "threads_running", "server_cpu_ticks", "cpu_busy_ticks", "cpu_total_ticks",
             "server_read_bytes", "user_read_bytes", "user_threads", "server_blkio_ticks",
-            "user_blkio_ticks", "uring_blkio_ticks", "read_ahead"]
+            "user_blkio_ticks", "uring_blkio_ticks", "read_ahead", "pages_free", "pages_read_all",
+            "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
+            "lru_free_search", "lru_free_loops"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1271,6 +1285,11 @@ def write_csv(path, sb_rows, samples):
     # because more of its threads read at once; uring_blkio_ticks is the part of the
     # server's that io_uring's workers wait on behalf of async reads. read_ahead is the pages InnoDB's
     # read-ahead asked for, which pool_reads (the synchronous reads) leaves out.
+    # pages_free is the free list's length; pages_read_all InnoDB's count of every page
+    # read; read_index_leaf, read_index_non_leaf and read_undo_log its reads by page
+    # type; os_pending_reads the reads pending at the sample; lru_free_search and
+    # lru_free_loops its searches for a free block and the passes they took (all but
+    # pages_free and os_pending_reads cumulative; INNODB_METRICS, enabled above).
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1290,7 +1309,11 @@ def write_csv(path, sb_rows, samples):
                         s.get("cpu_total_ticks"), s.get("server_read_bytes"), s.get("user_read_bytes"),
                         len(s["user_tids"]) if s.get("user_tids") is not None else None,
                         s.get("server_blkio_ticks"), s.get("user_blkio_ticks"), s.get("uring_blkio_ticks"),
-                        s.get("Innodb_buffer_pool_read_ahead")])
+                        s.get("Innodb_buffer_pool_read_ahead"), s.get("Innodb_buffer_pool_pages_free"),
+                        s.get("buffer_pages_read"), s.get("buffer_page_read_index_leaf"),
+                        s.get("buffer_page_read_index_non_leaf"), s.get("buffer_page_read_undo_log"),
+                        s.get("os_pending_reads"), s.get("buffer_LRU_get_free_search"),
+                        s.get("buffer_LRU_get_free_loops")])
 
 
 def fill(s):
