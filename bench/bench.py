@@ -903,10 +903,15 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
                "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free"]
 # InnoDB's own counters of what is read (by page type: index leaves, the pages above
 # them, undo logs), of all pages read (background reads too), of the reads pending in
-# the OS layer and of the free-block searches; the bench enables those off by default.
+# the OS layer and of the free-block searches; of the B-tree's splits and merges
+# (each of which first reads both neighbours of the leaf in the background,
+# btr_cur_prefetch_siblings()), of the records purge removed by kind and of the DML
+# delay purge asks for now; the bench enables those off by default.
 READ_METRICS = ["buffer_pages_read", "buffer_page_read_index_leaf", "buffer_page_read_index_non_leaf",
                 "buffer_page_read_undo_log", "os_pending_reads", "buffer_LRU_get_free_search",
-                "buffer_LRU_get_free_loops"]
+                "buffer_LRU_get_free_loops", "index_page_splits", "index_page_merge_attempts",
+                "index_page_merge_successful", "index_page_discards", "purge_upd_exist_or_extern_records",
+                "purge_del_mark_records", "purge_dml_delay_usec"]
 STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
 KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
@@ -1008,7 +1013,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 raise RuntimeError(f"redo not on tmpfs: innodb_log_group_home_dir = {got}")
         srv.sql("SET GLOBAL innodb_monitor_enable = 'buffer_flush_sync_waits'", check=False)
         # (the page-type counters are enabled only as their module, module_buffer_page)
-        for m in ("module_buffer_page", "buffer_LRU_get_free_search", "buffer_LRU_get_free_loops"):
+        for m in ("module_buffer_page", "buffer_LRU_get_free_search", "buffer_LRU_get_free_loops",
+                  "module_index", "module_purge"):
             srv.sql(f"SET GLOBAL innodb_monitor_enable = '{m}'", check=False)
         # warm the buffer pool identically for every arm: the clustered index of every
         # table (SUM(k) alone reads only the secondary index k_1, which covers it)
@@ -1265,7 +1271,8 @@ def write_csv(path, sb_rows, samples):
             "server_read_bytes", "user_read_bytes", "user_threads", "server_blkio_ticks",
             "user_blkio_ticks", "uring_blkio_ticks", "read_ahead", "pages_free", "pages_read_all",
             "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
-            "lru_free_search", "lru_free_loops"]
+            "lru_free_search", "lru_free_loops", "page_splits", "page_merge_attempts",
+            "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1288,8 +1295,11 @@ def write_csv(path, sb_rows, samples):
     # pages_free is the free list's length; pages_read_all InnoDB's count of every page
     # read; read_index_leaf, read_index_non_leaf and read_undo_log its reads by page
     # type; os_pending_reads the reads pending at the sample; lru_free_search and
-    # lru_free_loops its searches for a free block and the passes they took (all but
-    # pages_free and os_pending_reads cumulative; INNODB_METRICS, enabled above).
+    # lru_free_loops its searches for a free block and the passes they took;
+    # page_splits, page_merge_attempts, page_merges and page_discards the B-tree's
+    # reshaping; purged_updates and purged_del_marks the records purge removed by kind;
+    # dml_delay_us the delay a row gets now (all but pages_free, os_pending_reads and
+    # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start).
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1313,7 +1323,10 @@ def write_csv(path, sb_rows, samples):
                         s.get("buffer_pages_read"), s.get("buffer_page_read_index_leaf"),
                         s.get("buffer_page_read_index_non_leaf"), s.get("buffer_page_read_undo_log"),
                         s.get("os_pending_reads"), s.get("buffer_LRU_get_free_search"),
-                        s.get("buffer_LRU_get_free_loops")])
+                        s.get("buffer_LRU_get_free_loops"), s.get("index_page_splits"),
+                        s.get("index_page_merge_attempts"), s.get("index_page_merge_successful"),
+                        s.get("index_page_discards"), s.get("purge_upd_exist_or_extern_records"),
+                        s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec")])
 
 
 def fill(s):
