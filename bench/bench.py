@@ -15,6 +15,7 @@ import argparse
 import atexit
 import csv
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -803,14 +804,10 @@ def proc_status(pid, key):
 TASK_DELAYACCT = "/proc/sys/kernel/task_delayacct"
 
 
-_DELAYACCT = []
-
-
+@functools.cache
 def delayacct_on():
     """delayacct_enable(), tried once a bench run."""
-    if not _DELAYACCT:
-        _DELAYACCT.append(delayacct_enable())
-    return _DELAYACCT[0]
+    return delayacct_enable()
 
 
 def delayacct_enable():
@@ -904,7 +901,7 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
 # InnoDB's own counters of what is read (by page type: index leaves, the pages above
 # them, undo logs), of all pages read (background reads too), of the reads pending in
 # the OS layer and of the free-block searches; of the B-tree's splits and merges
-# (each of which first reads both neighbours of the leaf in the background,
+# (before which InnoDB reads the leaf's neighbours in the background,
 # btr_cur_prefetch_siblings()), of the records purge removed by kind and of the DML
 # delay purge asks for now; the bench enables those off by default.
 READ_METRICS = ["buffer_pages_read", "buffer_page_read_index_leaf", "buffer_page_read_index_non_leaf",
@@ -1290,8 +1287,9 @@ def write_csv(path, sb_rows, samples):
     # I/O (BlkioWait; cumulative clock ticks, empty without delay accounting): with the
     # bytes they tell whether a side reads more because it waits less per read or
     # because more of its threads read at once; uring_blkio_ticks is the part of the
-    # server's that io_uring's workers wait on behalf of async reads. read_ahead is the pages InnoDB's
-    # read-ahead asked for, which pool_reads (the synchronous reads) leaves out.
+    # server's that io_uring's workers wait on behalf of async reads. read_ahead is the
+    # pages InnoDB's read-ahead asked for, which pool_reads leaves out (it counts the
+    # synchronous reads and the background ones, ninety-seventh run).
     # pages_free is the free list's length; pages_read_all InnoDB's count of every page
     # read; read_index_leaf, read_index_non_leaf and read_undo_log its reads by page
     # type; os_pending_reads the reads pending at the sample; lru_free_search and
