@@ -890,45 +890,6 @@ class BlkioWait:
         return self.total, self.user, self.uring
 
 
-# x86_64 system call numbers (asm/unistd_64.h) of what mariadbd's threads wait in.
-SYSCALLS = {17: "pread", 18: "pwrite", 202: "futex"}
-
-
-class ThreadStates:
-    """What mariadbd's threads are doing at each sample, from each thread's `stat`
-    state and `syscall` (the call it is in): how many users and how many of the
-    server's own threads are asleep in a direct read (D in pread), in a direct write
-    (D in pwrite) and waiting on a futex (S in futex: a latch, a page another thread
-    is reading, a condition), summed over the samples. A count over the samples in a
-    window is the mean number of threads doing it. Block-I/O sleep alone cannot tell
-    a read from a redo write; the call can."""
-
-    KEYS = ["user_pread", "user_pwrite", "user_futex", "server_pread", "server_pwrite", "server_futex"]
-
-    def __init__(self, pid):
-        self.pid = pid
-        self.sum = dict.fromkeys(self.KEYS, 0)
-
-    def sample(self, user_tids):
-        users = set(user_tids or [])
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
-        except OSError:
-            return None
-        for tid in tids:
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-                with open(f"/proc/{self.pid}/task/{tid}/syscall") as f:
-                    call = f.read().split()[0]
-            except (OSError, IndexError):
-                continue
-            name = SYSCALLS.get(int(call)) if call.isdigit() else None
-            if (state, name) in (("D", "pread"), ("D", "pwrite"), ("S", "futex")):
-                self.sum[("user_" if tid in users else "server_") + name] += 1
-        return dict(self.sum)
-
-
 # ----------------------------------------------------------------------------------------
 # One run
 
@@ -1073,7 +1034,7 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 raise RuntimeError(f"innopilot exited {ip.returncode}: "
                                    + open(os.path.join(srv.dir, 'innopilot.stderr')).read()[-2000:])
         samples = []
-        delayacct, blkio_wait, states = delayacct_on(), None, None
+        delayacct, blkio_wait = delayacct_on(), None
         t0 = time.time()
         pending = sorted(segments, key=lambda g: g["start"])
         ip_ticks0 = proc_cpu_ticks(ip.pid) if ip else None
@@ -1177,9 +1138,6 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                         blkio_wait = BlkioWait(srv.proc.pid)
                     (s["server_blkio_ticks"], s["user_blkio_ticks"],
                      s["uring_blkio_ticks"]) = blkio_wait.sample(s.get("user_tids"))
-                if states is None:
-                    states = ThreadStates(srv.proc.pid)
-                s["states"] = states.sample(s.get("user_tids"))
             s["cpu_busy_ticks"], s["cpu_total_ticks"] = machine_cpu_ticks()
             samples.append(s)
         for x in sbs:
@@ -1311,7 +1269,7 @@ def write_csv(path, sb_rows, samples):
             "user_blkio_ticks", "uring_blkio_ticks", "read_ahead", "pages_free", "pages_read_all",
             "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
             "lru_free_search", "lru_free_loops", "page_splits", "page_merge_attempts",
-            "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us"] + ThreadStates.KEYS
+            "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1340,9 +1298,6 @@ def write_csv(path, sb_rows, samples):
     # reshaping; purged_updates and purged_del_marks the records purge removed by kind;
     # dml_delay_us the delay a row gets now (all but pages_free, os_pending_reads and
     # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start).
-    # user_pread ... server_futex (ThreadStates) count the threads found in each state
-    # over the samples so far: over a window, a count's growth over the window's
-    # samples (t) is the mean number of threads in that state.
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1369,8 +1324,7 @@ def write_csv(path, sb_rows, samples):
                         s.get("buffer_LRU_get_free_loops"), s.get("index_page_splits"),
                         s.get("index_page_merge_attempts"), s.get("index_page_merge_successful"),
                         s.get("index_page_discards"), s.get("purge_upd_exist_or_extern_records"),
-                        s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec")]
-                       + [(s.get("states") or {}).get(k) for k in ThreadStates.KEYS])
+                        s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec")])
 
 
 def fill(s):
