@@ -749,10 +749,17 @@ def size_bytes(s):
     return int(float(s[:-1] if s[-1] in "KMG" else s) * mult)
 
 
+def proc_stat(path):
+    """(comm, the fields after it) of a /proc stat file; fields[0] is field 3 (state).
+    Raises OSError when the process or thread is gone."""
+    with open(path) as f:
+        head, tail = f.read().rsplit(")", 1)
+    return head.split("(", 1)[-1], tail.split()
+
+
 def proc_cpu_ticks(pid):
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            parts = f.read().rsplit(")", 1)[1].split()
+        parts = proc_stat(f"/proc/{pid}/stat")[1]
         return int(parts[11]) + int(parts[12])  # utime + stime
     except (OSError, IndexError):
         return None
@@ -871,13 +878,11 @@ class BlkioWait:
         self.t_last = now
         for tid in tids:
             try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
-                    head, tail = f.read().rsplit(")", 1)
-                ticks = int(tail.split()[39])  # field 42, delayacct_blkio_ticks
+                comm, fields = proc_stat(f"/proc/{self.pid}/task/{tid}/stat")
+                ticks = int(fields[39])  # field 42, delayacct_blkio_ticks
             except (OSError, ValueError, IndexError):
                 continue
-            if tid not in self.comm:
-                self.comm[tid] = head.split("(", 1)[-1]
+            self.comm.setdefault(tid, comm)
             d = max(0, ticks - self.last.get(tid, 0))
             if cap is not None:
                 d = min(d, cap)
@@ -914,7 +919,7 @@ KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity"
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
 # counter (INNODB_METRICS buffer_flush_sync_waits, enabled at server start; the row is
 # absent on a server without it, and the column stays empty).
-SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
+SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({status}); "
               "SELECT 'knobs', CONCAT_WS(',', @@innodb_purge_threads, @@innodb_max_purge_lag, "
               "@@innodb_max_purge_lag_delay, @@innodb_io_capacity, @@innodb_io_capacity_max, "
               "@@innodb_log_file_size); "
@@ -925,9 +930,9 @@ SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({}); "
               # The OS threads of the users' connections (the load's schema), whose reads
               # /proc tells apart from the server's own threads' (purge above all).
               "SELECT 'user_tids', IFNULL(GROUP_CONCAT(TID), '') FROM information_schema.PROCESSLIST "
-              "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").replace(
-                  "{metrics}", ",".join(f"'{v}'" for v in READ_METRICS)).format(
-                  ",".join(f"'{v}'" for v in STATUS_VARS))
+              "WHERE DB = 'sbtest' AND ID <> CONNECTION_ID()").format(
+                  status=",".join(f"'{v}'" for v in STATUS_VARS),
+                  metrics=",".join(f"'{v}'" for v in READ_METRICS))
 
 
 def kill_server_query(srv, statement):
