@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+import bench
+
 EVENTS = [
     "syscalls:sys_enter_pread64", "syscalls:sys_exit_pread64",
     "syscalls:sys_enter_io_uring_enter", "syscalls:sys_exit_io_uring_enter",
@@ -62,9 +64,8 @@ def start_time(pid):
     """Wall-clock start of a process: boot time + its start in clock ticks."""
     with open("/proc/stat") as f:
         btime = next(int(l.split()[1]) for l in f if l.startswith("btime"))
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    fields = bench.proc_stat(f"/proc/{pid}/stat")[1]
+    return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
 
 
 def watch(a):
@@ -169,6 +170,7 @@ def summarise(tag):
         print("   no reads traced")
         return
     reads.sort()
+    per_thread = collections.Counter(x[3] for x in reads)
     for s in ("users", "server"):
         r = [x for x in reads if side(x[3]) == s]
         if not r:
@@ -185,8 +187,8 @@ def summarise(tag):
               f"wait mean {st.mean(lat):.2f} ms, p10 {q(.1):.2f}, p50 {q(.5):.2f}, p90 {q(.9):.2f}, p99 {q(.99):.1f}")
         print(f"          over {LONG_MS:.0f} ms: {len(long_) / len(lat) * 100:.2f} % of reads, {sum(long_) / sum(lat) * 100:.0f} % of the wait "
               f"(mean {st.mean(long_) if long_ else 0:.1f} ms); the rest {st.mean([x for x in lat if x <= LONG_MS]):.2f} ms")
-        print(f"          a reading thread: {min(len([x for x in r if x[3] == t]) for t in threads) / dur:.0f}-"
-              f"{max(len([x for x in r if x[3] == t]) for t in threads) / dur:.0f} reads/s, "
+        print(f"          a reading thread: {min(per_thread[t] for t in threads) / dur:.0f}-"
+              f"{max(per_thread[t] for t in threads) / dur:.0f} reads/s, "
               f"in pread64 {min(in_pread.values()) / dur:.2f}-{max(in_pread.values()) / dur:.2f} s/s (sum {sum(in_pread.values()) / dur:.2f}), "
               f"on futexes {min(fut):.2f}-{max(fut):.2f} s/s")
     for s, c in submits.items():
@@ -214,8 +216,7 @@ def summarise(tag):
     done = collections.Counter(int((t0 + lat / 1e3 - t1) / 0.005) for t0, lat, _, _ in reads
                                if t1 <= t0 + lat / 1e3 < t1 + 0.3)
     print("   reads completed per 5 ms over 300 ms: " + " ".join(str(done.get(i, 0)) for i in range(60)))
-    top = sorted(((len([x for x in reads if x[3] == t]), t) for t in {x[3] for x in reads if side(x[3]) == "server"}),
-                 reverse=True)[:8]
+    top = sorted(((k, t) for t, k in per_thread.items() if side(t) == "server"), reverse=True)[:8]
     for k, t in top:
         lat = [x[1] for x in reads if x[3] == t]
         print(f"     server thread {t} ({comms.get(t, '?')}): {k / dur:.0f} reads/s, wait {st.mean(lat):.2f} ms, "

@@ -990,13 +990,11 @@ impl Model {
             f = 0.0;
         }
 
-        // Device utilisation, for the next step's read latency and flush room.
+        // Device utilisation, for the next step's read latency and flush room (both
+        // read only where reads are not capped apart: a cap's share is above).
         let reads = done * w.reads_per_trx + purged * purge_reads_per;
         self.reads_last_step = reads;
-        self.util_prev = match read_cap {
-            Some(cap) => (reads / (cap * dt).max(1e-9)).min(1.0),
-            None => ((reads + flushed) / (iops * dt).max(1e-9)).min(1.0),
-        };
+        self.util_prev = ((reads + flushed) / (iops * dt).max(1e-9)).min(1.0);
 
         // Cold undo: whatever the cache cannot hold is evicted, oldest first.
         let total = self.history_len();
