@@ -3,15 +3,17 @@
 //! [`Controller`](crate::control::Controller) ticking in a loop drives virtual time and
 //! nothing ever sleeps.
 //!
-//! What one step does, in order (docs/simulator.md has the equations and constants):
+//! What one step does, in order (docs/simulator.md has the equations and constants;
+//! `Model::step` calls one function a stage):
 //!
 //! 1. arrivals: open loop, `peak_tps × load(t)`, Poisson-like noise;
 //! 2. the DML delay of the flavor (MySQL: by history size; MariaDB: only while purge
 //!    handles pages) lengthens every write;
-//! 3. CPU: foreground and purge share `cores`; when both want more than there is, purge
+//! 3. purge's wish: per-thread rate (batch-size efficiency), its CPU then its reads
+//!    a record, read-bound on cold undo, never past the oldest read view;
+//! 4. the read cap and the CPU: a read cap is shared by how fast each side asks, then
+//!    foreground and purge share `cores`; when both want more than there is, purge
 //!    gets its fair share by thread count (purge threads vs. runnable clients);
-//! 4. purge: per-thread rate (batch-size efficiency), CPU-bound on warm undo, read-bound
-//!    on cold undo, never past the oldest read view;
 //! 5. flushing: by redo fill region (background, adaptive from the low-water mark by
 //!    the page cleaner's io_capacity_max · F^1.5 / 750, batches of io_capacity_max past
 //!    the async point, the whole device past the sync point),
@@ -221,6 +223,123 @@ pub struct Model {
     resize: Option<Resize>,
     /// How each resize session ended: the size read back, or the error its client saw.
     resize_outcomes: BTreeMap<u64, Result<u64, String>>,
+}
+
+/// The device as a step finds it.
+struct DeviceNow {
+    /// Every I/O a second, reads and writes.
+    iops: f64,
+    /// Reads a second capped apart from the writes (a cgroup's read_iops), if any.
+    read_cap: Option<f64>,
+    /// A read's latency, s.
+    latency_s: f64,
+}
+
+/// What users ask of a step, before the read cap and the CPU split.
+struct UserDemand {
+    /// The offered rate, transactions a second.
+    lambda: f64,
+    /// Transactions that arrived this step.
+    arrivals: f64,
+    /// Transactions waiting to run: the backlog and the arrivals.
+    queued: f64,
+    /// CPU a transaction, s.
+    cpu_s: f64,
+    /// A transaction's time with the device to itself, s.
+    s_wall: f64,
+    /// What the clients can carry at that time, transactions a second.
+    x_conc: f64,
+    /// The rate users ask at, transactions a second.
+    rate: f64,
+}
+
+/// What purge asks of a step at full CPU.
+struct PurgeDemand {
+    /// Records its threads would remove.
+    want: f64,
+    /// Reads a record costs (index pages, and cold undo pages for the cold share).
+    reads_per: f64,
+    /// Threads that can work at once.
+    threads: f64,
+    /// CPU a record, s.
+    cpu_s: f64,
+}
+
+/// What the read cap and the cores let through in a step.
+struct Served {
+    /// Transactions users may finish, before the redo has its say.
+    fg_want: f64,
+    /// Records purge may remove, likewise.
+    purge_want: f64,
+    /// The rate users are served at, transactions a second.
+    mu: f64,
+    /// A transaction's time, its wait at the read cap included, s.
+    s_wall: f64,
+    /// Cores users take.
+    cpu_f: f64,
+}
+
+/// What the page cleaner did in a step.
+struct Flush {
+    pages: f64,
+    /// The checkpoint age once they were written.
+    age_after: f64,
+    async_pt: f64,
+    sync_pt: f64,
+}
+
+/// Stage 4, the read cap and the CPU split: what users and purge may do this step.
+///
+/// A read cap (a cgroup's read_iops) is a hard limit shared by how fast each side asks
+/// (`Model::device_now`): when users and purge ask for more reads than it serves, each
+/// gets the share of it its demand asks for, so a purge thread more takes reads from
+/// users and a DML delay, which slows the users' asking, gives their reads to purge
+/// (the hundredth run: users 4 258 → 3 019 reads/s, the server's threads
+/// 1 737 → 2 988, the cap full in both). The share applies before the CPU split: the
+/// cores are shared by the work the cap lets through. When both want more CPU than
+/// there is, purge gets its fair share by thread count (purge threads against
+/// runnable clients).
+fn serve(
+    users: &UserDemand,
+    purge: &PurgeDemand,
+    dt: f64,
+    w: &Workload,
+    cores: f64,
+    read_cap: Option<f64>,
+) -> Served {
+    let read_demand = users.rate * w.reads_per_trx + purge.want / dt * purge.reads_per;
+    let read_share = match read_cap {
+        Some(cap) if read_demand > cap => cap / read_demand,
+        _ => 1.0,
+    };
+    let (fg_rate, purge_want) = (users.rate * read_share, purge.want * read_share);
+    // What a transaction takes, its wait at the cap included (Little's law).
+    let (s_wall, x_conc) = (users.s_wall / read_share, users.x_conc * read_share);
+    let cpu_p_demand = purge_want * purge.cpu_s / dt;
+    let cpu_f_demand = fg_rate * users.cpu_s;
+    let (cpu_f, cpu_p) = if cpu_f_demand + cpu_p_demand <= cores {
+        (cpu_f_demand, cpu_p_demand)
+    } else {
+        // Runnable client threads: all of them when the foreground alone would fill
+        // the CPU, proportionally fewer below.
+        let runnable = (w.clients * (cpu_f_demand / cores).min(1.0)).clamp(1.0, w.clients);
+        let fair = cores * purge.threads / (purge.threads + runnable);
+        let p = cpu_p_demand.min(fair.max(cores - cpu_f_demand));
+        (cpu_f_demand.min(cores - p), p)
+    };
+    let purge_frac = if cpu_p_demand > 0.0 {
+        cpu_p / cpu_p_demand
+    } else {
+        1.0
+    };
+    let mu = x_conc.min(cpu_f / users.cpu_s.max(1e-12)).max(0.0);
+    Served {
+        fg_want: users.queued.min(mu * dt),
+        purge_want: purge_want * purge_frac,
+        mu,
+        s_wall,
+        cpu_f,
+    }
 }
 
 /// A `SET GLOBAL innodb_log_file_size` under way on MariaDB ≥ 10.9:
@@ -693,6 +812,9 @@ impl Model {
     }
 
     /// Advances by one model step.
+    /// One step: what users and purge ask for, what the read cap and the cores let
+    /// through, what the page cleaner flushes, what the redo lets finish, and the
+    /// bookkeeping of the work done (the module doc lists the order).
     fn step(&mut self) {
         let dt = self.step_s;
         let t = self.t_ms as f64 / 1000.0;
@@ -705,17 +827,106 @@ impl Model {
         let w = self.sc.workload.clone();
         let hw = self.sc.hardware.clone();
 
-        // 1. Arrivals (open loop).
-        self.level_noise =
-            0.9 * self.level_noise + 0.1 * self.sc.load_noise * self.noise.normal() * 4.36;
-        let level = (self.sc.load_at(t) * (1.0 + self.level_noise)).max(0.0);
-        let lambda = w.peak_tps * level;
-        let mean = lambda * dt;
-        let arrivals = (mean + mean.sqrt() * self.noise.normal()).max(0.0);
+        let device = self.device_now(t);
+        let users = self.user_demand(t, dt, &w, device.latency_s);
+        let limit = self.sc.oldest_view_at(t);
+        let purge = self.purge_demand(dt, &w, device.latency_s, limit);
+        let served = serve(&users, &purge, dt, &w, hw.cores, device.read_cap);
 
-        // Device now.
+        let flush = self.flush_step(dt, &hw, &w, &device, served.cpu_f);
+
+        // Stage 6, sync flush: work waits for redo space.
+        let redo_want = served.fg_want * w.redo_bytes_per_trx
+            + served.purge_want * w.purge_redo_bytes_per_record;
+        let headroom = flush.sync_pt - flush.age_after;
+        let mut f = if self.hard_stall {
+            0.0
+        } else if redo_want <= headroom {
+            1.0
+        } else {
+            (headroom.max(0.0) / redo_want).clamp(0.0, 1.0)
+        };
+        // A truncation stalls the foreground for a moment.
+        let mut stall_s = 0.0;
+        if self.pending_truncate_stall_s > 0.0 {
+            let s = self.pending_truncate_stall_s.min(dt);
+            self.pending_truncate_stall_s -= s;
+            stall_s += s;
+        }
+        let fg_f = f * (1.0 - stall_s / dt);
+        let done = served.fg_want * fg_f;
+        let purged = self.remove_history(served.purge_want * f, limit);
+        self.purged_last_step = purged;
+
+        // Foreground bookkeeping.
+        self.backlog = (self.backlog + users.arrivals - done).max(0.0);
+        if !self.sc.replica {
+            let limit_q = w.peak_tps * BACKLOG_LIMIT_S;
+            if self.backlog > limit_q {
+                self.acc.dropped += self.backlog - limit_q;
+                self.backlog = limit_q;
+            }
+        }
+        self.rows_updated += done * w.writes_per_trx;
+        self.commits += done;
+        self.add_history(done * w.writes_per_trx, t);
+        self.dirty_pages(done, purged, flush.age_after, &w, &hw);
+        if self.flavor == SimFlavor::MySql80 {
+            if f < 1.0 && !self.hard_stall && served.fg_want + served.purge_want > 0.0 {
+                self.hard_stall = true;
+            } else if self.hard_stall && self.ckpt_age <= flush.async_pt {
+                self.hard_stall = false;
+            }
+        }
+        if self.hard_stall {
+            f = 0.0;
+        }
+
+        // Device utilisation, for the next step's read latency and flush room (both
+        // read only where reads are not capped apart: a cap's share is in `serve`).
+        let reads = done * w.reads_per_trx + purged * purge.reads_per;
+        self.reads_last_step = reads;
+        self.util_prev = ((reads + flush.pages) / (device.iops * dt).max(1e-9)).min(1.0);
+
+        // Cold undo: whatever the cache cannot hold is evicted, oldest first.
+        let total = self.history_len();
+        self.cold = self.cold.max(total - self.sc.undo_cache_records).min(total);
+
+        // Stage 7, undo tablespaces.
+        self.undo_step(t + dt);
+
+        let waited = if served.fg_want > 0.0 || self.backlog > 0.0 {
+            (1.0 - f) * dt + stall_s
+        } else {
+            0.0
+        };
+        let latency = self.latency_proxy(dt, waited, users.lambda, &served);
+        self.threads_running = if self.backlog > 1.0 {
+            w.clients
+        } else {
+            (done / dt * served.s_wall).min(w.clients)
+        };
+
+        // Accumulate.
+        self.acc.offered += users.arrivals;
+        self.acc.done += done;
+        self.acc.purged += purged;
+        self.acc.flushed += flush.pages;
+        self.acc.stalled_s += waited.min(dt);
+        self.acc.worst_latency_s = self.acc.worst_latency_s.max(latency);
+        self.acc.purge_core_s += purged * purge.cpu_s;
+
+        self.t_ms += self.sc.step_ms.max(1);
+        if self.t_ms % 1000 == 0 {
+            self.close_second(flush.sync_pt, users.lambda);
+        }
+    }
+
+    /// The device now: its I/O rate, a read cap apart from the writes, and a read's
+    /// latency.
+    fn device_now(&self, t: f64) -> DeviceNow {
+        let hw = &self.sc.hardware;
         let (iops_f, lat_f) = self.sc.device_at(t);
-        let iops = hw.device_iops * iops_f;
         // Reads capped apart from the writes (a cgroup's read_iops). Such a cap does not
         // slow each read: cgroup v1's blk-throttle hands out its budget per 100 ms slice,
         // reads pass at the device's own latency until the slice's budget is spent, and
@@ -723,8 +934,8 @@ impl Model {
         // hundredth real-server run: p50 0.3-0.5 ms, long waits of ~60 ms released
         // together every 100 ms, reads issued at the same moment waiting alike). So
         // under a cap both sides ask at the device's latency and the cap is shared
-        // below by how fast each asks; a thread asleep elsewhere (a DML delay, an idle
-        // purge worker) loses no read by it.
+        // by how fast each asks (`serve`); a thread asleep elsewhere (a DML delay, an
+        // idle purge worker) loses no read by it.
         let read_cap = (hw.read_iops > 0.0).then_some(hw.read_iops * iops_f);
         let latency_s = match read_cap {
             Some(_) => hw.read_latency_ms / 1000.0 * lat_f,
@@ -732,17 +943,32 @@ impl Model {
                 hw.read_latency_ms / 1000.0 * lat_f / (1.0 - self.util_prev.min(MAX_DEVICE_UTIL))
             }
         };
+        DeviceNow {
+            iops: hw.device_iops * iops_f,
+            read_cap,
+            latency_s,
+        }
+    }
 
-        // 2. DML delay, from the state at the start of the step.
-        let history = self.history_len();
+    /// Stages 1 and 2, what users ask of the step: arrivals (open loop, `peak_tps × load(t)` with
+    /// a slowly wandering level and Poisson-like noise), and what a transaction takes —
+    /// its CPU, its reads at the device's latency, and the flavor's DML delay on each
+    /// row, from the state at the start of the step — so the rate the clients can ask at.
+    fn user_demand(&mut self, t: f64, dt: f64, w: &Workload, latency_s: f64) -> UserDemand {
+        self.level_noise =
+            0.9 * self.level_noise + 0.1 * self.sc.load_noise * self.noise.normal() * 4.36;
+        let level = (self.sc.load_at(t) * (1.0 + self.level_noise)).max(0.0);
+        let lambda = w.peak_tps * level;
+        let mean = lambda * dt;
+        let arrivals = (mean + mean.sqrt() * self.noise.normal()).max(0.0);
+
         self.dml_delay_us = dml_delay_us(
             self.flavor,
             &self.knobs,
-            history,
+            self.history_len(),
             self.purged_last_step > 0.0,
         );
         let delay_s = self.dml_delay_us * 1e-6 * w.writes_per_trx.max(1.0);
-
         // Undo truncation in progress costs throughput (seed 002).
         let marked = self.spaces.iter().any(|s| s.marked_since.is_some());
         let trunc_penalty = if marked {
@@ -750,10 +976,30 @@ impl Model {
         } else {
             0.0
         };
-        let a = w.cpu_us_per_trx * 1e-6 / (1.0 - trunc_penalty);
+        let cpu_s = w.cpu_us_per_trx * 1e-6 / (1.0 - trunc_penalty);
+        let s_wall = cpu_s + w.reads_per_trx * latency_s + delay_s;
+        let x_conc = w.clients / s_wall;
+        let queued = self.backlog + arrivals;
+        UserDemand {
+            lambda,
+            arrivals,
+            queued,
+            cpu_s,
+            s_wall,
+            x_conc,
+            rate: (queued / dt).min(x_conc),
+        }
+    }
 
-        // 4. Purge's wish at full CPU.
-        let limit = self.sc.oldest_view_at(t);
+    /// Stage 3, purge's wish at full CPU: the records its threads would remove this
+    /// step, the reads a record costs, never past the oldest read view (`limit`).
+    fn purge_demand(
+        &self,
+        dt: f64,
+        w: &Workload,
+        latency_s: f64,
+        limit: Option<f64>,
+    ) -> PurgeDemand {
         let purgeable = self.purgeable_before(limit);
         // Purge threads that can work at once. Both servers give every undo record of
         // one table in a batch to one task (`trx_purge_attach_undo_recs()`), so no more
@@ -789,58 +1035,27 @@ impl Model {
         let warm_take = (purgeable - cold_take)
             .max(0.0)
             .min((thread_s - cold_take / r_cold).max(0.0) * r_warm);
-        let purge_want = cold_take + warm_take;
-        let b = w.purge_cpu_us_per_record * 1e-6;
+        let want = cold_take + warm_take;
+        let cold_share = if want > 0.0 { cold_take / want } else { 0.0 };
+        PurgeDemand {
+            want,
+            reads_per: w.purge_reads_per_record
+                + cold_share / self.sc.undo_records_per_page.max(1.0),
+            threads,
+            cpu_s: w.purge_cpu_us_per_record * 1e-6,
+        }
+    }
 
-        // 3. Foreground capacity, the read cap and the CPU split.
-        let s_wall = a + w.reads_per_trx * latency_s + delay_s;
-        let x_conc = w.clients / s_wall;
-        let fg_rate_demand = ((self.backlog + arrivals) / dt).min(x_conc);
-        // A read cap (a cgroup's read_iops) is a hard limit shared by how fast each side
-        // asks (above): when users and purge ask for more reads than it serves, each
-        // gets the share of it its demand asks for, so a purge thread more takes reads
-        // from users and a DML delay, which slows the users' asking, gives their reads
-        // to purge (the hundredth run: users 4 258 → 3 019 reads/s, the server's
-        // threads 1 737 → 2 988, the cap full in both). The share applies before the
-        // CPU split: the cores are shared by the work the cap lets through.
-        let purge_cold_share = if purge_want > 0.0 {
-            cold_take / purge_want
-        } else {
-            0.0
-        };
-        let purge_reads_per =
-            w.purge_reads_per_record + purge_cold_share / self.sc.undo_records_per_page.max(1.0);
-        let read_demand = fg_rate_demand * w.reads_per_trx + purge_want / dt * purge_reads_per;
-        let read_share = match read_cap {
-            Some(cap) if read_demand > cap => cap / read_demand,
-            _ => 1.0,
-        };
-        let (fg_rate_demand, purge_want) = (fg_rate_demand * read_share, purge_want * read_share);
-        // What a transaction takes, its wait at the cap included (Little's law).
-        let (s_wall, x_conc) = (s_wall / read_share, x_conc * read_share);
-        let cpu_p_demand = purge_want * b / dt;
-        let cpu_f_demand = fg_rate_demand * a;
-        let cores = hw.cores;
-        let (cpu_f, cpu_p) = if cpu_f_demand + cpu_p_demand <= cores {
-            (cpu_f_demand, cpu_p_demand)
-        } else {
-            // Runnable client threads: all of them when the foreground alone would fill
-            // the CPU, proportionally fewer below.
-            let runnable = (w.clients * (cpu_f_demand / cores).min(1.0)).clamp(1.0, w.clients);
-            let fair = cores * threads / (threads + runnable);
-            let p = cpu_p_demand.min(fair.max(cores - cpu_f_demand));
-            (cpu_f_demand.min(cores - p), p)
-        };
-        let purge_frac = if cpu_p_demand > 0.0 {
-            cpu_p / cpu_p_demand
-        } else {
-            1.0
-        };
-        let mu = x_conc.min(cpu_f / a.max(1e-12)).max(0.0);
-        let fg_want = (self.backlog + arrivals).min(mu * dt);
-        let purge_want = purge_want * purge_frac;
-
-        // 5. Flushing, by the redo region at the start of the step.
+    /// Stage 5, flushing, by the redo region at the start of the step; a resize whose
+    /// LSN the checkpoint passes is adopted.
+    fn flush_step(
+        &mut self,
+        dt: f64,
+        hw: &Hardware,
+        w: &Workload,
+        device: &DeviceNow,
+        cpu_f: f64,
+    ) -> Flush {
         let cap = self.capacity();
         let (async_pt, sync_pt) = flush_points(self.flavor, cap);
         let (async_pt, sync_pt) = (async_pt as f64, sync_pt as f64);
@@ -872,7 +1087,7 @@ impl Model {
                 .max(x * self.dirty_rate_ema)
                 .min(io_max)
         } else {
-            let idle = 1.0 - (cpu_f / cores).min(1.0);
+            let idle = 1.0 - (cpu_f / hw.cores).min(1.0);
             let dirty_pct = self.dirty / hw.buffer_pool_pages.max(1.0);
             if dirty_pct > 0.9 {
                 io_max
@@ -886,20 +1101,20 @@ impl Model {
             Some(r) if self.lsn - a0 < r.lsn => target.max(io_max),
             _ => target,
         };
-        let device_room = match read_cap {
-            Some(_) => iops * dt,
-            None => (iops * dt - self.reads_last_step).max(0.0),
+        let device_room = match device.read_cap {
+            Some(_) => device.iops * dt,
+            None => (device.iops * dt - self.reads_last_step).max(0.0),
         };
         let flushed = (target * dt).min(device_room).min(self.dirty).max(0.0);
         self.dirty -= flushed;
         self.pages_flushed += flushed;
-        let in_order = self.in_order_share(&hw, &w);
+        let in_order = self.in_order_share(hw, w);
         self.flush_spread(flushed * (1.0 - in_order));
-        let age_after_flush = self.flush_oldest(flushed * in_order);
+        let age_after = self.flush_oldest(flushed * in_order);
 
         // The checkpoint this flush allows: a resize whose LSN it passes is adopted
         // (the new capacity, so the new flush points, from the next step).
-        let checkpoint_lsn = self.lsn - age_after_flush;
+        let checkpoint_lsn = self.lsn - age_after;
         if self
             .resize
             .as_ref()
@@ -910,43 +1125,24 @@ impl Model {
             let to = r.to;
             self.end_resize(r, Ok(to));
         }
-
-        // 6. Sync flush: work waits for redo space.
-        let redo_want = fg_want * w.redo_bytes_per_trx + purge_want * w.purge_redo_bytes_per_record;
-        let headroom = sync_pt - age_after_flush;
-        let mut f = if self.hard_stall {
-            0.0
-        } else if redo_want <= headroom {
-            1.0
-        } else {
-            (headroom.max(0.0) / redo_want).clamp(0.0, 1.0)
-        };
-        // A truncation stalls the foreground for a moment.
-        let mut stall_s = 0.0;
-        if self.pending_truncate_stall_s > 0.0 {
-            let s = self.pending_truncate_stall_s.min(dt);
-            self.pending_truncate_stall_s -= s;
-            stall_s += s;
+        Flush {
+            pages: flushed,
+            age_after,
+            async_pt,
+            sync_pt,
         }
-        let fg_f = f * (1.0 - stall_s / dt);
-        let done = fg_want * fg_f;
-        let purged = self.remove_history(purge_want * f, limit);
-        self.purged_last_step = purged;
+    }
 
-        // Foreground bookkeeping.
-        self.backlog = (self.backlog + arrivals - done).max(0.0);
-        if !self.sc.replica {
-            let limit_q = w.peak_tps * BACKLOG_LIMIT_S;
-            if self.backlog > limit_q {
-                self.acc.dropped += self.backlog - limit_q;
-                self.backlog = limit_q;
-            }
-        }
-        self.rows_updated += done * w.writes_per_trx;
-        self.commits += done;
-        self.add_history(done * w.writes_per_trx, t);
-
-        // Redo and dirty pages.
+    /// The redo the step's work wrote and the pages it dirtied (first modified at the
+    /// LSN the step began with), and the checkpoint age they leave.
+    fn dirty_pages(
+        &mut self,
+        done: f64,
+        purged: f64,
+        age_after_flush: f64,
+        w: &Workload,
+        hw: &Hardware,
+    ) {
         let redo = done * w.redo_bytes_per_trx + purged * w.purge_redo_bytes_per_record;
         self.lsn += redo;
         let ws = w.working_set_pages.min(hw.buffer_pool_pages);
@@ -956,7 +1152,6 @@ impl Model {
             .min((ws - self.dirty).max(0.0));
         self.dirty += newly_dirty;
         if newly_dirty > 0.0 {
-            // First modified during this step, at the LSN it began with.
             self.flush_list.push_back((self.lsn - redo, newly_dirty));
             if self.flush_list.len() > FLUSH_LIST_ENTRIES {
                 // Coarser, not longer: neighbours merge at the older LSN (a day of
@@ -977,38 +1172,14 @@ impl Model {
             Some(&(oldest, _)) => self.lsn - oldest,
             None => age_after_flush + redo,
         };
-        let alpha = (dt / 5.0).min(1.0);
-        self.dirty_rate_ema += alpha * (newly_dirty / dt - self.dirty_rate_ema);
-        if self.flavor == SimFlavor::MySql80 {
-            if f < 1.0 && !self.hard_stall && fg_want + purge_want > 0.0 {
-                self.hard_stall = true;
-            } else if self.hard_stall && self.ckpt_age <= async_pt {
-                self.hard_stall = false;
-            }
-        }
-        if self.hard_stall {
-            f = 0.0;
-        }
+        let alpha = (self.step_s / 5.0).min(1.0);
+        self.dirty_rate_ema += alpha * (newly_dirty / self.step_s - self.dirty_rate_ema);
+    }
 
-        // Device utilisation, for the next step's read latency and flush room (both
-        // read only where reads are not capped apart: a cap's share is above).
-        let reads = done * w.reads_per_trx + purged * purge_reads_per;
-        self.reads_last_step = reads;
-        self.util_prev = ((reads + flushed) / (iops * dt).max(1e-9)).min(1.0);
-
-        // Cold undo: whatever the cache cannot hold is evicted, oldest first.
-        let total = self.history_len();
-        self.cold = self.cold.max(total - self.sc.undo_cache_records).min(total);
-
-        // 7. Undo tablespaces.
-        self.undo_step(t + dt);
-
-        // Latency proxy for this step.
-        let waited = if fg_want > 0.0 || self.backlog > 0.0 {
-            (1.0 - f) * dt + stall_s
-        } else {
-            0.0
-        };
+    /// The step's latency proxy, s: a transaction's time, the queueing in front of
+    /// the clients (Erlang-C-like, at the p99 of an exponential), the backlog's wait,
+    /// and any run of steps with (almost) no progress.
+    fn latency_proxy(&mut self, dt: f64, waited: f64, lambda: f64, served: &Served) -> f64 {
         // A run of steps in which the foreground made (almost) no progress: requests
         // that arrived at its start have waited all of it. A throttled step (some
         // progress) ends the run; its slowness shows in the queue term.
@@ -1017,6 +1188,7 @@ impl Model {
         } else {
             self.stall_run_s = waited;
         }
+        let (mu, s_wall) = (served.mu, served.s_wall);
         let rho = if mu > 0.0 {
             (lambda / mu).min(0.99)
         } else {
@@ -1030,26 +1202,7 @@ impl Model {
         } else {
             0.0
         };
-        let latency = s_wall + P99_OF_MEAN * wq + queue + self.stall_run_s;
-        self.threads_running = if self.backlog > 1.0 {
-            w.clients
-        } else {
-            (done / dt * s_wall).min(w.clients)
-        };
-
-        // Accumulate.
-        self.acc.offered += arrivals;
-        self.acc.done += done;
-        self.acc.purged += purged;
-        self.acc.flushed += flushed;
-        self.acc.stalled_s += waited.min(dt);
-        self.acc.worst_latency_s = self.acc.worst_latency_s.max(latency);
-        self.acc.purge_core_s += purged * b;
-
-        self.t_ms += self.sc.step_ms.max(1);
-        if self.t_ms % 1000 == 0 {
-            self.close_second(sync_pt, lambda);
-        }
+        s_wall + P99_OF_MEAN * wq + queue + self.stall_run_s
     }
 
     fn undo_step(&mut self, now_s: f64) {
