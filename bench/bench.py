@@ -1898,7 +1898,13 @@ def main():
     ap.add_argument("--innopilot", required=True, help="path to the innopilot binary")
     ap.add_argument("--out", required=True, help="results directory")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir under /var/tmp)")
+    ap.add_argument("--read-iops", type=int, default=None,
+                    help="the read cap (reads/s, cgroup v1 blkio) of every selected scenario, for a run on a "
+                         "slower or faster device than the scenario's own (e: 6000, f: 1500); a scenario "
+                         "that caps no reads is refused")
     a = ap.parse_args()
+    if a.read_iops is not None and a.read_iops <= 0:
+        sys.exit(f"--read-iops {a.read_iops}: give a positive number of reads a second (e runs at 6000)")
     reps = a.reps or (1 if a.quick else 3)
     allsc = scenarios(a.quick)
     if a.quick:
@@ -1923,6 +1929,13 @@ def main():
         sc = allsc[n]
         if a.duration:
             sc = scale_times(sc, a.duration)
+        if a.read_iops:
+            if "read_iops" not in (sc.get("blkio") or {}):
+                sys.exit(f"--read-iops: scenario {n} caps no reads (its device limit is "
+                         f"{sc.get('blkio') or 'none'}); select only scenarios that do, e.g. e_purge_behind")
+            # A copy: the scenario's own cap stays in the table every other run reads.
+            sc = dict(sc, blkio=dict(sc["blkio"], read_iops=a.read_iops),
+                      doc=sc["doc"] + f" [this run: reads capped at {a.read_iops} IOPS instead]")
         if a.arms == "all":
             arms = list(ARMS)
         elif a.arms and "=" in a.arms:

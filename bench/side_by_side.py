@@ -11,7 +11,9 @@ and loads, so only ratios and rankings compare). An innopilot arm without a peer
 own (a budget arm, an ablation) on the defaults' server is put beside the scenario's twin
 run with that arm's own configuration (`simulate --scenario TWIN --policy innopilot
 --config`, the file bench.py gives the arm), so the model is checked where the control
-acts. bench.py calls it after a full run. Python 3 standard library only.
+acts. A run that capped a scenario's reads at another rate (`bench.py --read-iops`) has
+every arm of that scenario, peers too, run on its twin at that cap (`simulate --read-iops`).
+bench.py calls it after a full run. Python 3 standard library only.
 """
 import argparse
 import json
@@ -84,8 +86,33 @@ def own_config_arm(sc, arm, real_sc):
             and not bench.arm_server_args(arm, real_sc))
 
 
-def own_config_rows(binary, summ, seed):
-    """{(real scenario, arm): the twin's summary with the arm's configuration}."""
+def read_cap_override(meta, sc):
+    """The read cap a run gave scenario `sc` when it is not the scenario's own
+    (`bench.py --read-iops`), else None."""
+    ran = ((meta.get("scenarios") or {}).get(sc) or {}).get("blkio") or {}
+    own = (bench.scenarios(False).get(sc) or {}).get("blkio") or {}
+    cap = ran.get("read_iops")
+    return cap if cap is not None and cap != own.get("read_iops") else None
+
+
+def simulate_one(binary, ssc, policy, seed, read_iops=None, config=None):
+    """One twin run's summary: `simulate --scenario SSC --policy POLICY`, on the run's
+    read cap and with an arm's configuration where given."""
+    cmd = [binary, "simulate", "--scenario", ssc, "--policy", policy, "--json", "--seed", str(seed)]
+    if read_iops is not None:
+        cmd += ["--read-iops", str(read_iops)]
+    if config is not None:
+        cmd += ["--config", config]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"side_by_side: {' '.join(cmd[1:])} failed ({r.returncode}): {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def own_config_rows(binary, summ, seed, meta):
+    """{(real scenario, arm): the twin's summary with the arm's configuration}, and on a
+    run that changed a scenario's read cap every arm of it (peers too) on that cap,
+    since `--compare` runs the scenario's own."""
     out = {}
     real = bench.scenarios(False)
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,20 +120,19 @@ def own_config_rows(binary, summ, seed):
             ssc = SCENARIO.get(sc)
             if ssc is None:
                 continue
+            cap = read_cap_override(meta, sc)
+            if cap is not None:
+                out[(sc, "defaults")] = simulate_one(binary, ssc, PEER["defaults"], seed, cap)
             for arm in arms:
                 if not own_config_arm(sc, arm, real.get(sc)):
+                    if cap is not None and peer_for(sc, arm):
+                        out[(sc, arm)] = simulate_one(binary, ssc, peer_for(sc, arm), seed, cap)
                     continue
                 cfg = os.path.join(tmp, f"{sc}-{arm}.toml")
                 # state and audit paths are the simulator's own; http is not started
                 bench.innopilot_config(cfg, arm, os.path.join(tmp, "audit.jsonl"),
                                        os.path.join(tmp, "state.json"), 1, real.get(sc))
-                r = subprocess.run([binary, "simulate", "--scenario", ssc, "--policy", "innopilot",
-                                    "--config", cfg, "--json", "--seed", str(seed)],
-                                   capture_output=True, text=True, timeout=600)
-                if r.returncode != 0:
-                    sys.exit(f"side_by_side: innopilot simulate --config for {arm} on {ssc} failed "
-                             f"({r.returncode}): {r.stderr.strip()}")
-                out[(sc, arm)] = json.loads(r.stdout)
+                out[(sc, arm)] = simulate_one(binary, ssc, "innopilot", seed, cap, cfg)
     return out
 
 
@@ -135,7 +161,7 @@ def main():
     rows = {(r["scenario"], r["peer"]): r for r in sim["rows"]}
 
     summ = real["summary"]
-    own = own_config_rows(a.innopilot, summ, a.seed)
+    own = own_config_rows(a.innopilot, summ, a.seed, real.get("meta") or {})
 
     def sim_row(sc, arm):
         if (sc, arm) in own:
@@ -144,9 +170,11 @@ def main():
         return rows.get((SCENARIO.get(sc), peer)) if peer else None
 
     def label(sc, arm):
-        if (sc, arm) in own:
-            return f"{arm} → innopilot with the arm's config"
-        return f"{arm} → {peer_for(sc, arm) or '(no peer)'}"
+        cap = read_cap_override(real.get("meta") or {}, sc)
+        on = f", reads capped at {cap}/s" if cap is not None else ""
+        if (sc, arm) in own and own_config_arm(sc, arm, bench.scenarios(False).get(sc)):
+            return f"{arm} → innopilot with the arm's config{on}"
+        return f"{arm} → {peer_for(sc, arm) or '(no peer)'}{on}"
     lines = [
         f"Simulator: `{os.path.basename(a.innopilot)} simulate --compare --json --seed {a.seed}` "
         "(simulator.json). Ratios are to each side's defaults (arm `defaults`, peer "
@@ -164,7 +192,7 @@ def main():
         lines.append("|" + "---|" * 14)
         base_real_tps = median(summ, sc, "defaults", "mean_tps")
         base_real_p99 = median(summ, sc, "defaults", "p99_of_p99")
-        base_sim = rows.get((ssc, "mariadb1011_defaults"))
+        base_sim = own.get((sc, "defaults")) or rows.get((ssc, "mariadb1011_defaults"))
         for arm in summ[sc]:
             s = sim_row(sc, arm)
             r_tps = median(summ, sc, arm, "mean_tps")

@@ -284,6 +284,11 @@ pub enum Command {
         /// Seed of the scenario's randomness: the same seed gives the same result.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Cap the scenario's reads at N a second instead of its own cap (purge_behind:
+        /// 6000), as a benchmark run with `bench.py --read-iops N` did: the scenario on a
+        /// slower or faster device. Only for scenarios whose device caps reads.
+        #[arg(long, value_name = "N", conflicts_with = "compare")]
+        read_iops: Option<u32>,
         /// Directory for timeseries.csv, summary.json, decisions.jsonl and the SVG plots.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,

@@ -729,37 +729,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// they are dispatched before the main runtime starts.
 fn run_offline(cli: &Cli) -> Option<anyhow::Result<()>> {
     match &cli.command {
-        Command::Simulate {
-            compare,
-            scenario,
-            policy,
-            seed,
-            out,
-            json,
-        } => Some(simulate(
-            cli,
-            *compare,
-            scenario.as_deref(),
-            policy.as_deref(),
-            *seed,
-            out.as_deref(),
-            *json,
-        )),
+        Command::Simulate { .. } => Some(simulate(cli)),
         Command::Replay { file, policy, json } => Some(replay_cmd(cli, file, policy, *json)),
         _ => None,
     }
 }
 
-fn simulate(
-    cli: &Cli,
-    compare: bool,
-    scenario: Option<&str>,
-    policy: Option<&str>,
-    seed: u64,
-    out: Option<&std::path::Path>,
-    json: bool,
-) -> anyhow::Result<()> {
+fn simulate(cli: &Cli) -> anyhow::Result<()> {
     use innopilot::sim;
+    let Command::Simulate {
+        compare,
+        scenario,
+        policy,
+        seed,
+        read_iops,
+        out,
+        json,
+    } = &cli.command
+    else {
+        anyhow::bail!("simulate: called for another command");
+    };
+    let (compare, scenario, policy, seed, read_iops, out, json) = (
+        *compare,
+        scenario.as_deref(),
+        policy.as_deref(),
+        *seed,
+        *read_iops,
+        out.as_deref(),
+        *json,
+    );
     // With --config, the innopilot peer runs that configuration instead of the defaults.
     let config = match &cli.global.config {
         Some(_) => Some(load_config(cli)?),
@@ -783,6 +781,10 @@ fn simulate(
         anyhow::bail!("give --compare, or both --scenario and --policy");
     };
     let sc = sim::Scenario::named(s).ok_or_else(|| sim::SimError::UnknownScenario(s.into()))?;
+    let sc = match read_iops {
+        Some(n) => sc.with_read_iops(n)?,
+        None => sc,
+    };
     let peer = sim::Peer::named(p).ok_or_else(|| sim::SimError::UnknownPeer(p.into()))?;
     let run = sim::compare::run_with(&sc, &peer, seed, config.as_ref())?;
     let summary = sim::summary(&run);

@@ -349,6 +349,47 @@ fn simulate_runs_the_given_config() {
     assert_eq!(sets(&["--config", cfg.to_str().unwrap()]), 0);
 }
 
+/// `simulate --read-iops N` runs a scenario whose device caps reads on another cap
+/// (the twin of a benchmark run made with `bench.py --read-iops`), and refuses a
+/// scenario with no read cap, naming it and the ones that have one.
+#[test]
+fn simulate_runs_a_scenario_on_another_read_cap() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            "purge_behind",
+            "--policy",
+            "mariadb1011_defaults",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        innopilot_json(&args)
+    };
+    let own = run(&[])["mean_tps"].as_f64().unwrap();
+    let slower = run(&["--read-iops", "4500"])["mean_tps"].as_f64().unwrap();
+    // Read-bound users: a device serving 25 % fewer reads serves fewer transactions.
+    assert!(slower < 0.85 * own, "{slower} against {own}");
+    let out = std::process::Command::new(common::innopilot_bin())
+        .args([
+            "simulate",
+            "--scenario",
+            "checkpoint_stall",
+            "--policy",
+            "innopilot",
+            "--read-iops",
+            "4500",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("checkpoint_stall") && err.contains("purge_behind"),
+        "{err}"
+    );
+}
+
 /// Writes one run's outputs and prints its decisions (SIM_RUN=scenario:peer, SIM_OUT=dir).
 #[test]
 #[ignore]
@@ -495,4 +536,58 @@ fn side_by_side_runs_a_budget_arm_with_its_own_config() {
     assert!(sim_end < sim_end_defaults, "{own:?} against {defaults:?}");
     let threshold = row("| threshold_300k → (no peer)");
     assert_eq!(threshold[3], "–", "{threshold:?}");
+}
+
+/// A run that capped e's reads at another rate (`bench.py --read-iops`) is put beside
+/// twins run on that cap, the defaults' included, and says so in each row: beside the
+/// scenario's own cap the ratios would compare two devices.
+#[test]
+fn side_by_side_runs_the_twins_on_the_runs_read_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = |x: f64| serde_json::json!({ "median": x, "min": x, "max": x, "values": [x] });
+    let arm = |tps: f64, end: f64| serde_json::json!({ "mean_tps": m(tps), "end_debt": m(end), "peak_history": m(end) });
+    let summary = serde_json::json!({
+        "meta": { "scenarios": { "e_purge_behind": { "blkio": { "read_iops": 8000 } } } },
+        "summary": { "e_purge_behind": {
+            "defaults": arm(5000.0, 600_000.0),
+            "innopilot_300k": arm(4300.0, 300_000.0),
+        } } });
+    std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    common::run::succeeded(
+        std::process::Command::new("python3")
+            .arg(format!("{root}/bench/side_by_side.py"))
+            .arg("--innopilot")
+            .arg(common::innopilot_bin())
+            .arg("--results")
+            .arg(dir.path())
+            .output()
+            .expect("python3 runs"),
+    );
+    let md = std::fs::read_to_string(dir.path().join("side_by_side.md")).unwrap();
+    let row = |prefix: &str| -> Vec<String> {
+        let line = md
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row {prefix:?} in\n{md}"));
+        line.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    let defaults = row("| defaults → mariadb1011_defaults, reads capped at 8000/s");
+    row("| innopilot_300k → innopilot with the arm's config, reads capped at 8000/s");
+    // The defaults' twin at 8 000 reads/s is not the one `--compare` ran at 6 000.
+    let at_cap: f64 = defaults[12].parse().unwrap();
+    let sim: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("simulator.json")).unwrap())
+            .unwrap();
+    let own_cap = sim["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scenario"] == "purge_behind" && r["peer"] == "mariadb1011_defaults")
+        .and_then(|r| r["end_history"].as_f64())
+        .unwrap();
+    assert!(
+        at_cap > 1.1 * own_cap,
+        "{at_cap} against {own_cap} at the scenario's own cap"
+    );
 }

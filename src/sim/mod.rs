@@ -39,6 +39,15 @@ pub enum SimError {
     UnknownScenario(String),
     #[error("unknown policy `{0}`; one of: {names}", names = peers::NAMES.join(", "))]
     UnknownPeer(String),
+    #[error(
+        "--read-iops {reads_per_s}: scenario `{scenario}` has no read cap to change (give a \
+         positive number of reads a second, to a scenario that caps reads: {capped})"
+    )]
+    NoReadCap {
+        scenario: String,
+        reads_per_s: u32,
+        capped: String,
+    },
     #[error("the control loop stopped in scenario {scenario} with peer {peer}: {message}")]
     Control {
         scenario: String,

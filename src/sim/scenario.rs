@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::server::{Knob, KnobValues};
 
-use super::Rng;
+use super::{Rng, SimError};
 
 /// The server flavors the model knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -327,6 +327,26 @@ fn base(name: &str, title: &str, seed_ref: &str, duration_s: f64, flavor: SimFla
 }
 
 impl Scenario {
+    /// The same scenario on a device whose reads are capped at `reads_per_s` instead of
+    /// its own cap: the twin of a benchmark run made with `bench.py --read-iops`. Only a
+    /// scenario whose device caps reads apart from the writes has a cap to change.
+    pub fn with_read_iops(mut self, reads_per_s: u32) -> Result<Scenario, SimError> {
+        if self.hardware.read_iops <= 0.0 || reads_per_s == 0 {
+            let capped: Vec<&str> = NAMES
+                .iter()
+                .copied()
+                .filter(|n| Scenario::named(n).is_some_and(|s| s.hardware.read_iops > 0.0))
+                .collect();
+            return Err(SimError::NoReadCap {
+                scenario: self.name,
+                reads_per_s,
+                capped: capped.join(", "),
+            });
+        }
+        self.hardware.read_iops = f64::from(reads_per_s);
+        Ok(self)
+    }
+
     /// A built-in scenario by name.
     pub fn named(name: &str) -> Option<Scenario> {
         let s = match name {
@@ -898,6 +918,28 @@ fn mib(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_scenario_that_caps_reads_takes_another_cap() {
+        let e = Scenario::named("purge_behind").unwrap();
+        assert_eq!(e.hardware.read_iops, 6_000.0);
+        assert_eq!(e.with_read_iops(8_000).unwrap().hardware.read_iops, 8_000.0);
+        let err = Scenario::named("purge_behind")
+            .unwrap()
+            .with_read_iops(0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("positive"), "{err}");
+        let err = Scenario::named("checkpoint_stall")
+            .unwrap()
+            .with_read_iops(8_000)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("checkpoint_stall") && err.contains("purge_behind"),
+            "names the scenario and the ones that cap reads: {err}"
+        );
+    }
 
     #[test]
     fn every_name_builds_and_realizes_deterministically() {
