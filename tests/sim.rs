@@ -490,20 +490,16 @@ fn comparison_plots_a_dba_can_read() {
     );
 }
 
-/// `bench/side_by_side.py` puts a budget arm (no peer of its own, the defaults' server)
-/// beside the twin run with that arm's own configuration, and a static arm without a
-/// peer beside nothing: the model is checked where the control acts, and no row claims
-/// a twin it did not run.
-#[test]
-fn side_by_side_runs_a_budget_arm_with_its_own_config() {
-    let dir = tempfile::tempdir().unwrap();
+/// An e arm's medians as bench.py's summary.json has them.
+fn summary_arm(tps: f64, end: f64) -> serde_json::Value {
     let m = |x: f64| serde_json::json!({ "median": x, "min": x, "max": x, "values": [x] });
-    let arm = |tps: f64, end: f64| serde_json::json!({ "mean_tps": m(tps), "end_debt": m(end), "peak_history": m(end) });
-    let summary = serde_json::json!({ "summary": { "e_purge_behind": {
-        "defaults": arm(3876.0, 466_871.0),
-        "innopilot_300k": arm(3487.0, 294_726.0),
-        "threshold_300k": arm(3420.0, 294_401.0),
-    } } });
+    serde_json::json!({ "mean_tps": m(tps), "end_debt": m(end), "peak_history": m(end) })
+}
+
+/// Runs `bench/side_by_side.py` on a results directory holding `summary`; returns the
+/// directory and `side_by_side.md`.
+fn side_by_side(summary: serde_json::Value) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
     let root = env!("CARGO_MANIFEST_DIR");
     common::run::succeeded(
@@ -517,24 +513,40 @@ fn side_by_side_runs_a_budget_arm_with_its_own_config() {
             .expect("python3 runs"),
     );
     let md = std::fs::read_to_string(dir.path().join("side_by_side.md")).unwrap();
-    let row = |prefix: &str| -> Vec<String> {
-        let line = md
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no row {prefix:?} in\n{md}"));
-        line.split('|').map(|c| c.trim().to_string()).collect()
-    };
+    (dir, md)
+}
+
+/// The cells of the table row of `md` that starts with `prefix`.
+fn md_row(md: &str, prefix: &str) -> Vec<String> {
+    let line = md
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no row {prefix:?} in\n{md}"));
+    line.split('|').map(|c| c.trim().to_string()).collect()
+}
+
+/// `bench/side_by_side.py` puts a budget arm (no peer of its own, the defaults' server)
+/// beside the twin run with that arm's own configuration, and a static arm without a
+/// peer beside nothing: the model is checked where the control acts, and no row claims
+/// a twin it did not run.
+#[test]
+fn side_by_side_runs_a_budget_arm_with_its_own_config() {
+    let (_dir, md) = side_by_side(serde_json::json!({ "summary": { "e_purge_behind": {
+        "defaults": summary_arm(3876.0, 466_871.0),
+        "innopilot_300k": summary_arm(3487.0, 294_726.0),
+        "threshold_300k": summary_arm(3420.0, 294_401.0),
+    } } }));
     // | label | real TPS × | sim TPS × | … | real history at end | sim history at end | …
-    let own = row("| innopilot_300k → innopilot with the arm's config");
+    let own = md_row(&md, "| innopilot_300k → innopilot with the arm's config");
     let sim_tps: f64 = own[3].parse().expect("a simulated TPS ratio");
     assert!(sim_tps > 0.0 && sim_tps < 1.0, "{own:?}");
     let sim_end: f64 = own[12].parse().expect("a simulated history at the end");
     // The twin with the arm's config is the controller held to 300 k, not the defaults'
     // run: its history differs from the defaults' twin.
-    let defaults = row("| defaults → mariadb1011_defaults");
+    let defaults = md_row(&md, "| defaults → mariadb1011_defaults");
     let sim_end_defaults: f64 = defaults[12].parse().unwrap();
     assert!(sim_end < sim_end_defaults, "{own:?} against {defaults:?}");
-    let threshold = row("| threshold_300k → (no peer)");
+    let threshold = md_row(&md, "| threshold_300k → (no peer)");
     assert_eq!(threshold[3], "–", "{threshold:?}");
 }
 
@@ -543,37 +555,20 @@ fn side_by_side_runs_a_budget_arm_with_its_own_config() {
 /// scenario's own cap the ratios would compare two devices.
 #[test]
 fn side_by_side_runs_the_twins_on_the_runs_read_cap() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = |x: f64| serde_json::json!({ "median": x, "min": x, "max": x, "values": [x] });
-    let arm = |tps: f64, end: f64| serde_json::json!({ "mean_tps": m(tps), "end_debt": m(end), "peak_history": m(end) });
-    let summary = serde_json::json!({
+    let (dir, md) = side_by_side(serde_json::json!({
         "meta": { "scenarios": { "e_purge_behind": { "blkio": { "read_iops": 8000 } } } },
         "summary": { "e_purge_behind": {
-            "defaults": arm(5000.0, 600_000.0),
-            "innopilot_300k": arm(4300.0, 300_000.0),
-        } } });
-    std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
-    let root = env!("CARGO_MANIFEST_DIR");
-    common::run::succeeded(
-        std::process::Command::new("python3")
-            .arg(format!("{root}/bench/side_by_side.py"))
-            .arg("--innopilot")
-            .arg(common::innopilot_bin())
-            .arg("--results")
-            .arg(dir.path())
-            .output()
-            .expect("python3 runs"),
+            "defaults": summary_arm(5000.0, 600_000.0),
+            "innopilot_300k": summary_arm(4300.0, 300_000.0),
+        } } }));
+    let defaults = md_row(
+        &md,
+        "| defaults → mariadb1011_defaults, reads capped at 8000/s",
     );
-    let md = std::fs::read_to_string(dir.path().join("side_by_side.md")).unwrap();
-    let row = |prefix: &str| -> Vec<String> {
-        let line = md
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no row {prefix:?} in\n{md}"));
-        line.split('|').map(|c| c.trim().to_string()).collect()
-    };
-    let defaults = row("| defaults → mariadb1011_defaults, reads capped at 8000/s");
-    row("| innopilot_300k → innopilot with the arm's config, reads capped at 8000/s");
+    md_row(
+        &md,
+        "| innopilot_300k → innopilot with the arm's config, reads capped at 8000/s",
+    );
     // The defaults' twin at 8 000 reads/s is not the one `--compare` ran at 6 000.
     let at_cap: f64 = defaults[12].parse().unwrap();
     let sim: serde_json::Value =
