@@ -12,7 +12,8 @@ own (a budget arm, an ablation) on the defaults' server is put beside the scenar
 run with that arm's own configuration (`simulate --scenario TWIN --policy innopilot
 --config`, the file bench.py gives the arm), so the model is checked where the control
 acts. A run that capped a scenario's reads at another rate (`bench.py --read-iops`) has
-every arm of that scenario, peers too, run on its twin at that cap (`simulate --read-iops`).
+every arm of that scenario, peers too, run on its twin at that cap (`simulate --read-iops`);
+a twin that models no read cap (f's) is left out, and the page says why.
 bench.py calls it after a full run. Python 3 standard library only.
 """
 import argparse
@@ -86,18 +87,30 @@ def own_config_arm(sc, arm, real_sc):
             and not bench.arm_server_args(arm, real_sc))
 
 
-def read_cap_override(meta, sc):
-    """The read cap a run gave scenario `sc` when it is not the scenario's own
-    (`bench.py --read-iops`), else None."""
-    ran = ((meta.get("scenarios") or {}).get(sc) or {}).get("blkio") or {}
-    own = (bench.scenarios(False).get(sc) or {}).get("blkio") or {}
-    cap = ran.get("read_iops")
-    return cap if cap is not None and cap != own.get("read_iops") else None
+def read_cap_overrides(meta, summ):
+    """{real scenario: the read cap the run gave it} for each scenario whose cap is not
+    its own (`bench.py --read-iops`)."""
+    real = bench.scenarios(False)
+    out = {}
+    for sc in summ:
+        ran = ((meta.get("scenarios") or {}).get(sc) or {}).get("blkio") or {}
+        own = (real.get(sc) or {}).get("blkio") or {}
+        if ran.get("read_iops") is not None and ran["read_iops"] != own.get("read_iops"):
+            out[sc] = ran["read_iops"]
+    return out
 
 
 def simulate_one(binary, ssc, policy, seed, read_iops=None, config=None):
     """One twin run's summary: `simulate --scenario SSC --policy POLICY`, on the run's
-    read cap and with an arm's configuration where given."""
+    read cap and with an arm's configuration where given; exits on a failure."""
+    r = simulate_try(binary, ssc, policy, seed, read_iops, config)
+    if isinstance(r, str):
+        sys.exit(f"side_by_side: {r}")
+    return r
+
+
+def simulate_try(binary, ssc, policy, seed, read_iops=None, config=None):
+    """As `simulate_one`, but a failure comes back as its message (a str)."""
     cmd = [binary, "simulate", "--scenario", ssc, "--policy", policy, "--json", "--seed", str(seed)]
     if read_iops is not None:
         cmd += ["--read-iops", str(read_iops)]
@@ -105,24 +118,30 @@ def simulate_one(binary, ssc, policy, seed, read_iops=None, config=None):
         cmd += ["--config", config]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        sys.exit(f"side_by_side: {' '.join(cmd[1:])} failed ({r.returncode}): {r.stderr.strip()}")
+        return f"{' '.join(cmd[1:])} failed ({r.returncode}): {r.stderr.strip()}"
     return json.loads(r.stdout)
 
 
-def own_config_rows(binary, summ, seed, meta):
-    """{(real scenario, arm): the twin's summary with the arm's configuration}, and on a
-    run that changed a scenario's read cap every arm of it (peers too) on that cap,
-    since `--compare` runs the scenario's own."""
-    out = {}
+def own_config_rows(binary, summ, seed, caps):
+    """({(real scenario, arm): the twin's summary with the arm's configuration}, {real
+    scenario: why it has no twin}). On a run that changed a scenario's read cap
+    (`caps`) every arm of it, peers too, runs on that cap, since `--compare` runs the
+    scenario's own; a twin that takes no read cap (f's: its device is modelled by
+    latency) leaves that scenario without twins rather than beside the wrong device."""
+    out, no_twin = {}, {}
     real = bench.scenarios(False)
     with tempfile.TemporaryDirectory() as tmp:
         for sc, arms in summ.items():
             ssc = SCENARIO.get(sc)
             if ssc is None:
                 continue
-            cap = read_cap_override(meta, sc)
+            cap = caps.get(sc)
             if cap is not None:
-                out[(sc, "defaults")] = simulate_one(binary, ssc, PEER["defaults"], seed, cap)
+                base = simulate_try(binary, ssc, PEER["defaults"], seed, cap)
+                if isinstance(base, str):
+                    no_twin[sc] = base
+                    continue
+                out[(sc, "defaults")] = base
             for arm in arms:
                 if not own_config_arm(sc, arm, real.get(sc)):
                     if cap is not None and peer_for(sc, arm):
@@ -133,7 +152,7 @@ def own_config_rows(binary, summ, seed, meta):
                 bench.innopilot_config(cfg, arm, os.path.join(tmp, "audit.jsonl"),
                                        os.path.join(tmp, "state.json"), 1, real.get(sc))
                 out[(sc, arm)] = simulate_one(binary, ssc, "innopilot", seed, cap, cfg)
-    return out
+    return out, no_twin
 
 
 def ranking(values):
@@ -161,7 +180,9 @@ def main():
     rows = {(r["scenario"], r["peer"]): r for r in sim["rows"]}
 
     summ = real["summary"]
-    own = own_config_rows(a.innopilot, summ, a.seed, real.get("meta") or {})
+    caps = read_cap_overrides(real.get("meta") or {}, summ)
+    own, no_twin = own_config_rows(a.innopilot, summ, a.seed, caps)
+    real_scenarios = bench.scenarios(False)
 
     def sim_row(sc, arm):
         if (sc, arm) in own:
@@ -170,9 +191,8 @@ def main():
         return rows.get((SCENARIO.get(sc), peer)) if peer else None
 
     def label(sc, arm):
-        cap = read_cap_override(real.get("meta") or {}, sc)
-        on = f", reads capped at {cap}/s" if cap is not None else ""
-        if (sc, arm) in own and own_config_arm(sc, arm, bench.scenarios(False).get(sc)):
+        on = f", reads capped at {caps[sc]}/s" if sc in caps else ""
+        if (sc, arm) in own and own_config_arm(sc, arm, real_scenarios.get(sc)):
             return f"{arm} → innopilot with the arm's config{on}"
         return f"{arm} → {peer_for(sc, arm) or '(no peer)'}{on}"
     lines = [
@@ -183,6 +203,10 @@ def main():
     for sc in summ:
         ssc = SCENARIO.get(sc)
         if ssc is None:
+            continue
+        if sc in no_twin:
+            lines.append(f"\n**{sc}**: reads capped at {caps[sc]}/s, which its twin `{ssc}` does not "
+                         f"model, so no twin is put beside it ({no_twin[sc]})\n")
             continue
         lines.append(f"\n**{sc}** next to the simulator's `{ssc}`\n")
         lines.append("| arm → peer | real TPS × defaults | sim TPS × defaults | real worst 1 s / median "

@@ -737,27 +737,19 @@ fn run_offline(cli: &Cli) -> Option<anyhow::Result<()>> {
 
 fn simulate(cli: &Cli) -> anyhow::Result<()> {
     use innopilot::sim;
-    let Command::Simulate {
+    let &Command::Simulate {
         compare,
-        scenario,
-        policy,
+        ref scenario,
+        ref policy,
         seed,
         read_iops,
-        out,
+        ref out,
         json,
     } = &cli.command
     else {
         anyhow::bail!("simulate: called for another command");
     };
-    let (compare, scenario, policy, seed, read_iops, out, json) = (
-        *compare,
-        scenario.as_deref(),
-        policy.as_deref(),
-        *seed,
-        *read_iops,
-        out.as_deref(),
-        *json,
-    );
+    let (scenario, policy, out) = (scenario.as_deref(), policy.as_deref(), out.as_deref());
     // With --config, the innopilot peer runs that configuration instead of the defaults.
     let config = match &cli.global.config {
         Some(_) => Some(load_config(cli)?),

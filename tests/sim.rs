@@ -586,3 +586,21 @@ fn side_by_side_runs_the_twins_on_the_runs_read_cap() {
         "{at_cap} against {own_cap} at the scenario's own cap"
     );
 }
+
+/// A run that changed the read cap of a scenario whose twin models none (f's) gets no
+/// twin beside it, and the page says why, rather than the twin on the scenario's own
+/// device or no page at all.
+#[test]
+fn side_by_side_leaves_out_a_twin_that_takes_no_read_cap() {
+    let (_dir, md) = side_by_side(serde_json::json!({
+        "meta": { "scenarios": { "f_cold_view": { "blkio": { "read_iops": 3000 } } } },
+        "summary": { "f_cold_view": {
+            "defaults": summary_arm(5000.0, 1_000_000.0),
+            "innopilot": summary_arm(5000.0, 1_000_000.0),
+        } } }));
+    assert!(
+        md.contains("**f_cold_view**: reads capped at 3000/s") && md.contains("no read cap"),
+        "{md}"
+    );
+    assert!(!md.contains("| defaults →"), "a twin row was written: {md}");
+}
