@@ -57,11 +57,11 @@ MID_BUDGET = 300000
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
+ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
         "innopilot_held750", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
                   "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
@@ -73,10 +73,11 @@ OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", 
 # MID_BUDGET), whose targets are also checked at that budget.
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t",
                "innopilot_100k_45s_4t",
-               "innopilot_300k", "innopilot_300k_40"]
+               "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree"]
 # The purge budget (budget_undo_logs) each budget arm is held to and judged at.
 ARM_BUDGET = {a: THRESHOLD_LAG for a in BUDGET_ARMS} | {"innopilot_300k": MID_BUDGET,
-                                                       "innopilot_300k_40": MID_BUDGET}
+                                                       "innopilot_300k_40": MID_BUDGET,
+                                                       "innopilot_300k_nofree": MID_BUDGET}
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -91,6 +92,9 @@ ARM_DOC = {
                       "the debt controller from a crossing in mid-run, with the shipped horizon and cost cap",
     "innopilot_300k_40": "innopilot_300k with [policy.purge_rate] max_dml_slowdown_pct = 40: the trade the "
                          "audit names when the shipped 20 % cost cap holds the delay and history stays behind",
+    "innopilot_300k_nofree": "innopilot_300k with [policy.free_pages] enabled = false: the server keeps its own "
+                             "innodb_lru_scan_depth (1536 free pages while the pool evicts), as every innopilot "
+                             "arm before the hundred-and-fifth run",
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "neighbors0": "static innodb_flush_neighbors = 0: MariaDB's page cleaner writes only the pages it picks "
                   "(oldest first) instead of their dirty neighbours too, which it does on a device the kernel "
@@ -708,6 +712,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
             # excess is there, instead of after the thread stage's judging window.
             lines += ["max_purge_threads = 4"]
         lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {ARM_BUDGET[arm]}", ""]
+        if arm == "innopilot_300k_nofree":
+            lines += ["[policy.free_pages]", "enabled = false", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize"):
@@ -738,7 +744,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
                   "engage_fill_pct = 0.0", "",
                   "[policy.purge_rate]", "enabled = false", "",
                   "[policy.flush]", "enabled = false", "",
-                  "[policy.undo]", "enabled = false", ""]
+                  "[policy.undo]", "enabled = false", "",
+                  "[policy.free_pages]", "enabled = false", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -915,14 +922,15 @@ READ_METRICS = ["buffer_pages_read", "buffer_page_read_index_leaf", "buffer_page
                 "index_page_merge_successful", "index_page_discards", "purge_upd_exist_or_extern_records",
                 "purge_del_mark_records", "purge_dml_delay_usec"]
 STATUS_CANON = {v.lower(): v for v in STATUS_VARS}
-KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size"]
+KNOB_NAMES = ["purge_threads", "max_purge_lag", "purge_lag_delay", "io_capacity", "io_capacity_max", "log_file_size",
+              "lru_scan_depth"]
 # One round trip, the same in every arm: status, the knobs, InnoDB's synchronous-flush
 # counter (INNODB_METRICS buffer_flush_sync_waits, enabled at server start; the row is
 # absent on a server without it, and the column stays empty).
 SAMPLE_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ({status}); "
               "SELECT 'knobs', CONCAT_WS(',', @@innodb_purge_threads, @@innodb_max_purge_lag, "
               "@@innodb_max_purge_lag_delay, @@innodb_io_capacity, @@innodb_io_capacity_max, "
-              "@@innodb_log_file_size); "
+              "@@innodb_log_file_size, @@innodb_lru_scan_depth); "
               "SELECT 'sync_waits', `COUNT` FROM information_schema.INNODB_METRICS "
               "WHERE NAME = 'buffer_flush_sync_waits' AND ENABLED = 1; "
               "SELECT NAME, `COUNT` FROM information_schema.INNODB_METRICS "
@@ -1274,7 +1282,8 @@ def write_csv(path, sb_rows, samples):
             "user_blkio_ticks", "uring_blkio_ticks", "read_ahead", "pages_free", "pages_read_all",
             "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
             "lru_free_search", "lru_free_loops", "page_splits", "page_merge_attempts",
-            "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us"]
+            "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us",
+            "lru_scan_depth"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1302,7 +1311,8 @@ def write_csv(path, sb_rows, samples):
     # page_splits, page_merge_attempts, page_merges and page_discards the B-tree's
     # reshaping; purged_updates and purged_del_marks the records purge removed by kind;
     # dml_delay_us the delay a row gets now (all but pages_free, os_pending_reads and
-    # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start).
+    # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start);
+    # lru_scan_depth the free pages the page cleaner keeps (the free-pages policy's knob).
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1329,7 +1339,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("buffer_LRU_get_free_loops"), s.get("index_page_splits"),
                         s.get("index_page_merge_attempts"), s.get("index_page_merge_successful"),
                         s.get("index_page_discards"), s.get("purge_upd_exist_or_extern_records"),
-                        s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec")])
+                        s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec"),
+                        s.get("lru_scan_depth")])
 
 
 def fill(s):
@@ -1699,7 +1710,7 @@ def legacy_targets(s, sc, med, add):
     return None
 
 
-ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "threshold_300k": "#ff9896", "innopilot_300k": "#aec7e8", "innopilot_300k_40": "#637939", "redo_static": "#7f7f7f",
+ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "threshold_300k": "#ff9896", "innopilot_300k": "#aec7e8", "innopilot_300k_40": "#637939", "innopilot_300k_nofree": "#c7c7c7", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_90s_noresize": "#fdae6b", "innopilot_100k_90s_55": "#006d2c",
@@ -2019,7 +2030,7 @@ def main():
             # Judged at the budget the run's budget arm holds: MID_BUDGET when that arm
             # ran, against the static threshold at the same lag when that ran too.
             args = ["--budget", str(THRESHOLD_LAG)]
-            if e_arms & {"innopilot_300k", "innopilot_300k_40"}:
+            if e_arms & {"innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree"}:
                 args = ["--budget", str(MID_BUDGET)]
                 if "threshold_300k" in e_arms:
                     args += ["--reference", "threshold_300k"]

@@ -254,6 +254,7 @@ pub fn default_limits(knob: Knob) -> KnobLimits {
         Knob::MaxUndoLogSize => l(true, 10 << 20, 16 << 30, 16 << 30, 60),
         Knob::MaxDirtyPagesPctLwm => l(true, 0, 10, 10, 5),
         Knob::FlushNeighbors => l(true, 0, 2, 2, 5),
+        Knob::LruScanDepth => l(true, 100, 1 << 20, 1 << 20, 5),
     }
 }
 

@@ -360,6 +360,7 @@ pub fn knob_unit(k: Knob) -> (&'static str, f64) {
         Knob::UndoLogTruncate => ("enabled", 1.0),
         Knob::MaxDirtyPagesPctLwm => ("percent", 1.0),
         Knob::FlushNeighbors => ("mode", 1.0),
+        Knob::LruScanDepth => ("pages", 1.0),
     }
 }
 

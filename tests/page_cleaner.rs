@@ -297,3 +297,57 @@ async fn an_evicting_page_cleaner_runs_no_flush_list_batch_below_the_async_point
         "{adaptive} adaptive flush-list pages against {lru} LRU pages while evicting"
     );
 }
+
+/// Median of the free list over `n` readings 100 ms apart.
+async fn free_list_median(db: &MariaDb, n: usize) -> u64 {
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(db.status_u64("Innodb_buffer_pool_pages_free").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    v.sort_unstable();
+    v[n / 2]
+}
+
+/// The free-pages policy's model (`policy::free_pages`): while the pool evicts,
+/// MariaDB's page cleaner refills the free list to innodb_lru_scan_depth D once it is
+/// under D/2 (`need_LRU_eviction()`, `buf_flush_LRU_list_batch()`), so the free list
+/// sits between D/2 and D, and the policy's own test of eviction (free list at most
+/// 5/4 D while pages are read) holds. Checked at two depths set with SET GLOBAL on a
+/// 32 MiB pool under random updates of a table several times its size: the
+/// actuator's effect against the prediction, with a tolerance of an eighth of D
+/// below D/2 (a reading can fall between a batch's start and its first frees).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_free_list_follows_innodb_lru_scan_depth_while_the_pool_evicts() {
+    let db = MariaDb::builder()
+        .buffer_pool_size("32M")
+        .log_file_size("64M")
+        .start();
+    db.prepare_table(600_000).await;
+    let load = db.spawn_update_load(4);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut seen = Vec::new();
+    for depth in [1024u64, 256, 1024] {
+        db.exec(&format!("SET GLOBAL innodb_lru_scan_depth = {depth}"))
+            .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let reads0 = db.status_u64("Innodb_buffer_pool_reads").await;
+        let free = free_list_median(&db, 30).await;
+        let reads = db.status_u64("Innodb_buffer_pool_reads").await - reads0;
+        seen.push((depth, free, reads));
+    }
+    let stats = load.stop().await;
+    eprintln!("free list median by innodb_lru_scan_depth (depth, free, pages read in 3 s): {seen:?}; {stats:?}");
+    for (depth, free, reads) in seen {
+        assert!(
+            reads > 100,
+            "not evicting at {depth}: {reads} pages read in 3 s"
+        );
+        assert!(
+            free >= depth / 2 - depth / 8 && free <= depth + depth / 4,
+            "free list median {free} at innodb_lru_scan_depth {depth}: the model says {}..={}",
+            depth / 2,
+            depth
+        );
+    }
+}

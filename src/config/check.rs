@@ -305,6 +305,7 @@ pub fn hard_range(knob: Knob) -> (u64, u64) {
         Knob::MaxUndoLogSize => (10 << 20, 256 << 40),
         Knob::MaxDirtyPagesPctLwm => (0, 99),
         Knob::FlushNeighbors => (0, 2),
+        Knob::LruScanDepth => (100, 1 << 32),
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod arbiter;
 pub mod flush;
+pub mod free_pages;
 pub mod purge_rate;
 pub mod registry;
 pub mod replica;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::flush::Flush;
+use super::free_pages::FreePages;
 use super::purge_rate::PurgeRate;
 use super::replica::ReplicaLag;
 use super::undo::Undo;
@@ -85,6 +86,9 @@ standard_policies! {
     purge_rate: PurgeRate => priority 2, tie_break 0;
     /// Undo tablespaces (seed 002): saves space.
     undo: Undo => priority 3, tie_break 0;
+    /// The free pages MariaDB's page cleaner keeps: the only one on
+    /// innodb_lru_scan_depth, ranked with the debt it helps reduce.
+    free_pages: FreePages => priority 2, tie_break 1;
 }
 
 /// One registered policy, its generic parts resolved.

@@ -324,6 +324,7 @@ fn default_server_range(knob: Knob) -> (Option<u64>, Option<u64>) {
         Knob::MaxUndoLogSize => (Some(10 << 20), None),
         Knob::MaxDirtyPagesPctLwm => (Some(0), Some(99)),
         Knob::FlushNeighbors => (Some(0), Some(2)),
+        Knob::LruScanDepth => (Some(100), None),
     }
 }
 
@@ -473,6 +474,7 @@ mod tests {
             "innodb_max_undo_log_size",
             "innodb_max_dirty_pages_pct_lwm",
             "innodb_flush_neighbors",
+            "innodb_lru_scan_depth",
         ]
         .iter()
         .map(|n| meta(n, None))

@@ -58,10 +58,14 @@ pub enum Knob {
     /// 0 = off, 1 = dirty neighbours in the page's extent, 2 = only a contiguous run.
     #[serde(rename = "innodb_flush_neighbors")]
     FlushNeighbors,
+    /// MariaDB ≥ 10.5: the free-list length the page cleaner refills to when free
+    /// pages run short (`buf_flush_LRU_list_batch()`); pages held free cache nothing.
+    #[serde(rename = "innodb_lru_scan_depth")]
+    LruScanDepth,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 12] = [
+    pub const ALL: [Knob; 13] = [
         Knob::PurgeThreads,
         Knob::PurgeBatchSize,
         Knob::MaxPurgeLag,
@@ -74,6 +78,7 @@ impl Knob {
         Knob::MaxUndoLogSize,
         Knob::MaxDirtyPagesPctLwm,
         Knob::FlushNeighbors,
+        Knob::LruScanDepth,
     ];
 
     /// "innodb_purge_threads, innodb_io_capacity": knobs named for messages.
@@ -100,6 +105,7 @@ impl Knob {
             Knob::MaxUndoLogSize => "innodb_max_undo_log_size",
             Knob::MaxDirtyPagesPctLwm => "innodb_max_dirty_pages_pct_lwm",
             Knob::FlushNeighbors => "innodb_flush_neighbors",
+            Knob::LruScanDepth => "innodb_lru_scan_depth",
         }
     }
 
@@ -122,6 +128,7 @@ impl Knob {
             Knob::UndoLogTruncate => "0=OFF 1=ON",
             Knob::MaxDirtyPagesPctLwm => "% of the buffer pool dirty",
             Knob::FlushNeighbors => "0=off 1=area 2=contiguous",
+            Knob::LruScanDepth => "free pages",
         }
     }
 

@@ -94,6 +94,15 @@ pub struct Sample {
     /// made before this field existed read as unknown.
     #[serde(default)]
     pub free_page_waits: Option<u64>,
+    /// Pages on the buffer pool's free list (`Innodb_buffer_pool_pages_free`): while
+    /// the pool evicts, MariaDB's page cleaner holds it between half of
+    /// innodb_lru_scan_depth and all of it. Unknown in older recordings.
+    #[serde(default)]
+    pub free_pages: Option<u64>,
+    /// Counter: pages read from disk into the buffer pool
+    /// (`Innodb_buffer_pool_reads`). Unknown in older recordings.
+    #[serde(default)]
+    pub pages_read: Option<u64>,
     /// Counter, part of `pages_flushed`: pages the LRU wrote to free buffer-pool
     /// pages (MariaDB ≥ 10.5 `Innodb_buffer_pool_pages_LRU_flushed`). They are the
     /// least recently used, not the oldest modified: they retire little redo.
@@ -240,6 +249,8 @@ pub const STATUS_NAMES: &[&str] = &[
     "Innodb_buffer_pool_pages_flushed",
     "Innodb_buffer_pool_pages_LRU_flushed",
     "Innodb_buffer_pool_wait_free",
+    "Innodb_buffer_pool_pages_free",
+    "Innodb_buffer_pool_reads",
     "Innodb_rows_inserted",
     "Innodb_rows_updated",
     "Innodb_rows_deleted",
@@ -342,6 +353,8 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
     s.pages_flushed = rows.status("Innodb_buffer_pool_pages_flushed", &mut u);
     s.pages_lru_flushed = rows.status("Innodb_buffer_pool_pages_LRU_flushed", &mut u);
     s.free_page_waits = rows.status("Innodb_buffer_pool_wait_free", &mut u);
+    s.free_pages = rows.status("Innodb_buffer_pool_pages_free", &mut u);
+    s.pages_read = rows.status("Innodb_buffer_pool_reads", &mut u);
     // MariaDB 10.11 has no Innodb_rows_*: its Handler_* counters (which exclude
     // temporary tables, counted in Handler_tmp_*) are the nearest equivalent.
     s.rows_inserted = rows
