@@ -18,7 +18,8 @@
 //! - [`policy`]: pure policies (signals → proposals), each one file with its config
 //!   section (flush, with its two levers, one folder: the page cleaner, its batch
 //!   past the async point and [`policy::flush`]'s redo headroom); the two largest
-//!   keep their unit tests in a `tests.rs` beside them (`purge_rate/`, `flush/`);
+//!   and [`policy::free_pages`] keep their unit tests in a `tests.rs` beside them
+//!   (`purge_rate/`, `flush/`, `free_pages/`);
 //!   [`policy::registry`] lists and ranks them; the arbiter; the servers' own
 //!   formulas ([`policy::server_model`]).
 //! - [`control`]: the pure planning step, the guard, the actuator, the state file, the

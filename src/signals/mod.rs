@@ -40,6 +40,10 @@ pub struct Signals {
     /// flushing for the same device.
     #[serde(default)]
     pub free_page_wait_rate: Option<f64>,
+    /// Pages read into the buffer pool per second (latest interval,
+    /// `Innodb_buffer_pool_reads`): above zero with a short free list, the pool evicts.
+    #[serde(default)]
+    pub read_rate: Option<f64>,
     pub history_len: Option<u64>,
     /// History derivative, undo logs per second: least-squares slope over the window.
     pub history_rate: Option<f64>,
@@ -390,6 +394,7 @@ impl SignalWindow {
             sig.pages_flushed_rate = rate(prev.pages_flushed, cur.pages_flushed, dt);
             sig.lru_flushed_rate = rate(prev.pages_lru_flushed, cur.pages_lru_flushed, dt);
             sig.free_page_wait_rate = rate(prev.free_page_waits, cur.free_page_waits, dt);
+            sig.read_rate = rate(prev.pages_read, cur.pages_read, dt);
             sig.commit_rate = rate(prev.commits, cur.commits, dt);
             sig.rw_trx_rate = rate(prev.max_trx_id, cur.max_trx_id, dt).map(|r| r / 2.0);
             sig.rows_inserted_rate = rate(prev.rows_inserted, cur.rows_inserted, dt);

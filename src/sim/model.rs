@@ -8,9 +8,12 @@
 //!
 //! 1. arrivals: open loop, `peak_tps × load(t)`, Poisson-like noise;
 //! 2. the DML delay of the flavor (MySQL: by history size; MariaDB: only while purge
-//!    handles pages) lengthens every write;
+//!    handles pages) lengthens every write; a transaction's reads are its scenario's
+//!    at the default free list, scaled by the misses of the pages the free list the
+//!    page cleaner keeps now leaves to caching (MariaDB, innodb_lru_scan_depth);
 //! 3. purge's wish: per-thread rate (batch-size efficiency), its CPU then its reads
-//!    a record, read-bound on cold undo, never past the oldest read view;
+//!    a record (its index reads scaled as the users'), read-bound on cold undo, never
+//!    past the oldest read view;
 //! 4. the read cap and the CPU: a read cap is shared by how fast each side asks, then
 //!    foreground and purge share `cores`; when both want more than there is, purge
 //!    gets its fair share by thread count (purge threads vs. runnable clients);
@@ -54,6 +57,13 @@ const FLUSH_LIST_ENTRIES: usize = 8_192;
 /// `buf_pool.read_ahead_area` for 16 KiB pages: the area innodb_flush_neighbors = 1
 /// writes dirty neighbours from (buf0flu.cc `buf_flush_try_neighbors()`).
 const NEIGHBOR_AREA_PAGES: f64 = 64.0;
+
+/// MariaDB's default innodb_lru_scan_depth, the free list `Workload::reads_per_trx`
+/// is measured at.
+const LRU_SCAN_DEPTH_DEFAULT: f64 = 1536.0;
+
+/// The server's minimum innodb_lru_scan_depth.
+const LRU_SCAN_DEPTH_MIN: f64 = 100.0;
 
 /// Virtual wall clock at t = 0 (2024-01-01T00:00:00Z), so audit records of a simulated
 /// run carry deterministic timestamps.
@@ -210,6 +220,8 @@ pub struct Model {
     pending_truncate_stall_s: f64,
     // Device.
     reads_last_step: f64,
+    /// Pages read since start (`Innodb_buffer_pool_reads`).
+    pages_read: f64,
     util_prev: f64,
     dml_delay_us: f64,
     acc: Acc,
@@ -251,6 +263,8 @@ struct UserDemand {
     x_conc: f64,
     /// The rate users ask at, transactions a second.
     rate: f64,
+    /// Device reads a transaction, at the free list kept now (`Model::read_scale`).
+    reads_per: f64,
 }
 
 /// What purge asks of a step at full CPU.
@@ -307,7 +321,7 @@ fn serve(
     cores: f64,
     read_cap: Option<f64>,
 ) -> Served {
-    let read_demand = users.rate * w.reads_per_trx + purge.want / dt * purge.reads_per;
+    let read_demand = users.rate * users.reads_per + purge.want / dt * purge.reads_per;
     let read_share = match read_cap {
         Some(cap) if read_demand > cap => cap / read_demand,
         _ => 1.0,
@@ -484,6 +498,7 @@ pub fn capabilities(flavor: SimFlavor, replica: bool, undo_tablespaces: u32) -> 
                 Some(99),
             ),
             meta("innodb_flush_neighbors", Some(false), Some(0), Some(2)),
+            meta("innodb_lru_scan_depth", Some(false), Some(100), None),
         ],
         // MySQL reports neither: innopilot's table and the documented ranges apply.
         SimFlavor::MySql80 => Knob::ALL
@@ -570,6 +585,7 @@ impl Model {
             truncations: 0,
             pending_truncate_stall_s: 0.0,
             reads_last_step: 0.0,
+            pages_read: 0.0,
             util_prev: 0.0,
             dml_delay_us: 0.0,
             acc: Acc::default(),
@@ -630,6 +646,39 @@ impl Model {
 
     fn knob(&self, k: Knob) -> f64 {
         self.knobs.get(&k).copied().unwrap_or(0) as f64
+    }
+
+    /// Pages on the free list: while the pool evicts, MariaDB ≥ 10.5's page cleaner
+    /// refills it to innodb_lru_scan_depth D once it falls under D/2
+    /// (`buf_pool_t::need_LRU_eviction()`, `buf_flush_LRU_list_batch()`, buf0flu.cc),
+    /// so it holds about 3/4 D (the hundred-and-fifth run: medians 0.61–0.90 D at
+    /// 1 536, 1.0 D at 256, 0.70–0.72 D at 4 096); a pool that does not evict keeps
+    /// what its working set leaves.
+    fn free_list_pages(&self) -> f64 {
+        let (w, hw) = (&self.sc.workload, &self.sc.hardware);
+        if w.evicts(hw) && self.flavor == SimFlavor::MariaDb1011 {
+            0.75 * self.knob(Knob::LruScanDepth).max(LRU_SCAN_DEPTH_MIN)
+        } else {
+            (hw.buffer_pool_pages - w.working_set_pages).max(0.0)
+        }
+    }
+
+    /// Reads a transaction (and a purged record's index reads) at the free list kept
+    /// now, against the one `reads_per_trx` was measured at (the default D): pages
+    /// held free cache nothing, and a read on `read_set_pages` misses with probability
+    /// 1 − cached / read_set. 1 where the scenario has no read set or the pool does
+    /// not evict.
+    fn read_scale(&self) -> f64 {
+        let (w, hw) = (&self.sc.workload, &self.sc.hardware);
+        if w.read_set_pages <= 0.0 || !w.evicts(hw) || self.flavor != SimFlavor::MariaDb1011 {
+            return 1.0;
+        }
+        let miss = |free: f64| (1.0 - (hw.buffer_pool_pages - free) / w.read_set_pages).max(0.0);
+        let at_default = miss(0.75 * LRU_SCAN_DEPTH_DEFAULT);
+        if at_default <= 0.0 {
+            return 1.0;
+        }
+        miss(self.free_list_pages()) / at_default
     }
 
     fn capacity(&self) -> u64 {
@@ -884,8 +933,9 @@ impl Model {
 
         // Device utilisation, for the next step's read latency and flush room (both
         // read only where reads are not capped apart: a cap's share is in `serve`).
-        let reads = done * w.reads_per_trx + purged * purge.reads_per;
+        let reads = done * users.reads_per + purged * purge.reads_per;
         self.reads_last_step = reads;
+        self.pages_read += reads;
         self.util_prev = ((reads + flush.pages) / (device.iops * dt).max(1e-9)).min(1.0);
 
         // Cold undo: whatever the cache cannot hold is evicted, oldest first.
@@ -977,7 +1027,8 @@ impl Model {
             0.0
         };
         let cpu_s = w.cpu_us_per_trx * 1e-6 / (1.0 - trunc_penalty);
-        let s_wall = cpu_s + w.reads_per_trx * latency_s + delay_s;
+        let reads_per = w.reads_per_trx * self.read_scale();
+        let s_wall = cpu_s + reads_per * latency_s + delay_s;
         let x_conc = w.clients / s_wall;
         let queued = self.backlog + arrivals;
         UserDemand {
@@ -988,6 +1039,7 @@ impl Model {
             s_wall,
             x_conc,
             rate: (queued / dt).min(x_conc),
+            reads_per,
         }
     }
 
@@ -1023,8 +1075,10 @@ impl Model {
         // A thread that reads index pages the pool does not hold waits for each read
         // after its work on the record (one synchronous pread64 a page, the hundredth
         // run's trace): its rate falls as the device's latency rises, whoever loads it.
-        let r_warm = if w.purge_reads_per_record > 0.0 {
-            1.0 / (1.0 / r_cpu.max(1e-9) + w.purge_reads_per_record * latency_s)
+        // The index pages it cleans miss as the users' do (`Model::read_scale`).
+        let index_reads = w.purge_reads_per_record * self.read_scale();
+        let r_warm = if index_reads > 0.0 {
+            1.0 / (1.0 / r_cpu.max(1e-9) + index_reads * latency_s)
         } else {
             r_cpu
         };
@@ -1039,8 +1093,7 @@ impl Model {
         let cold_share = if want > 0.0 { cold_take / want } else { 0.0 };
         PurgeDemand {
             want,
-            reads_per: w.purge_reads_per_record
-                + cold_share / self.sc.undo_records_per_page.max(1.0),
+            reads_per: index_reads + cold_share / self.sc.undo_records_per_page.max(1.0),
             threads,
             cpu_s: w.purge_cpu_us_per_record * 1e-6,
         }
@@ -1313,7 +1366,11 @@ impl Model {
                 0.0
             };
             st("Innodb_buffer_pool_pages_LRU_flushed", lru);
+            st("Innodb_buffer_pool_pages_free", self.free_list_pages());
         }
+        st("Innodb_buffer_pool_reads", self.pages_read);
+        // The twin has no free-page waits: a read never finds the free list empty.
+        st("Innodb_buffer_pool_wait_free", 0.0);
         st("Com_commit", self.commits);
         st("Threads_running", self.threads_running.ceil());
         let history = self.history_len();
@@ -2152,6 +2209,47 @@ mod tests {
                 "{tps} TPS, {purged} purged/s: {r} reads/s"
             );
         }
+    }
+
+    /// The free list MariaDB's page cleaner keeps (innodb_lru_scan_depth) takes pages
+    /// from caching: the twin's users at the same read cap run as the hundred-and-fifth
+    /// real run's probe measured (1.14-1.16 x at 256, 0.83-0.84 x at 4 096, against
+    /// 1 536), the free list it reports sits at 3/4 D, and its pages read count.
+    #[test]
+    fn the_free_list_the_page_cleaner_keeps_caches_nothing() {
+        let s = Scenario::named("purge_behind").unwrap();
+        let ma = SimFlavor::MariaDb1011;
+        // Mean users' TPS from 60 s to 180 s, the sample at the end, with this depth.
+        let run = |depth: u64| {
+            let mut m = Model::new(&s.realize(1), ma, s.startup_knobs(ma), 1);
+            m.set_knob(Knob::LruScanDepth, depth).unwrap();
+            for _ in 0..180 {
+                m.advance_second();
+            }
+            let late: Vec<_> = m.seconds().iter().filter(|x| x.t_s > 60).collect();
+            let tps = late.iter().map(|x| x.throughput_tps).sum::<f64>() / late.len() as f64;
+            (tps, m.sample())
+        };
+        let (base, s0) = run(1536);
+        let (low, s1) = run(256);
+        let (high, _) = run(4096);
+        assert!(
+            (1.10..1.20).contains(&(low / base)),
+            "{base} → {low} at 256"
+        );
+        assert!(
+            (0.78..0.88).contains(&(high / base)),
+            "{base} → {high} at 4096"
+        );
+        assert_eq!(s0.free_pages, Some(1152));
+        assert_eq!(s1.free_pages, Some(192));
+        assert_eq!(s0.free_page_waits, Some(0));
+        // The cap (6 000 reads/s) over 180 s, less the warm-up.
+        assert!(
+            s0.pages_read.is_some_and(|r| r > 900_000),
+            "{:?}",
+            s0.pages_read
+        );
     }
 
     #[test]
