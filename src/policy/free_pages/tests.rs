@@ -71,6 +71,11 @@ fn policy() -> FreePages {
     FreePages::new(FreePagesConfig::default())
 }
 
+/// The values innodb_lru_scan_depth was set to, in order.
+fn depths(lp: &Loop) -> Vec<u64> {
+    lp.changes(Knob::LruScanDepth).iter().map(|c| c.2).collect()
+}
+
 /// The probe's machine: no waits down to 256 (e at 6 000 reads/s waited for 0.8–1.4 %
 /// of its reads at 256, within the default 2 %).
 #[test]
@@ -85,7 +90,7 @@ fn halves_the_reserve_each_step_down_to_min_pages_while_nobody_waits() {
             0.0
         }
     });
-    let steps: Vec<u64> = lp.changes(Knob::LruScanDepth).iter().map(|c| c.2).collect();
+    let steps = depths(&lp);
     assert_eq!(steps, vec![768, 384, 256], "{:?}", lp.applied);
     // One halving a step (10 s), each after a full step of evidence at the value before.
     let times: Vec<u64> = lp.changes(Knob::LruScanDepth).iter().map(|c| c.0).collect();
@@ -103,7 +108,7 @@ fn waits_double_it_back_and_hold_a_floor() {
     let share = |d: u64| if d < 384 { 0.05 } else { 0.0 };
     run(&mut lp, &mut p, &mut pool, 200, share);
     let ch = lp.changes(Knob::LruScanDepth);
-    let vals: Vec<u64> = ch.iter().map(|c| c.2).collect();
+    let vals = depths(&lp);
     // 1536 → 768 → 384 → 256, waits → 512; then a probe to 256 once the floor has
     // held its six steps, and back.
     assert_eq!(&vals[..4], &[768, 384, 256, 512], "{:?}", lp.applied);
