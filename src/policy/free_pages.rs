@@ -28,6 +28,10 @@
 //!   doubled, never above the value found at start, and that value is the floor for
 //!   [`FLOOR_STEPS`] steps, so the policy does not probe the same cliff again at once.
 //!
+//! The evidence starts at the last change of D and, when a full step passes with
+//! nothing decided, again at the end of that step: waits that start late are judged
+//! on the last step, not diluted by a long quiet stretch.
+//!
 //! It never keeps more pages free than the server did: its highest value is the
 //! baseline, which innopilot restores on exit. On a machine whose page cleaner cannot
 //! keep up at the default (users wait at D = 1 536 already: the benchmark's machines
@@ -208,6 +212,11 @@ impl Policy for FreePages {
                     depth - to
                 ),
             )];
+        }
+        // Nothing decided on a full step: the next judgement is on the next step alone,
+        // so waits that start late are not diluted by a long quiet stretch.
+        if dt_ms >= step_ms {
+            self.mark = Some(now);
         }
         Vec::new()
     }

@@ -135,6 +135,39 @@ fn a_burst_of_waits_over_four_times_the_limit_raises_at_once() {
 }
 
 #[test]
+fn waits_that_start_late_are_judged_on_the_last_step() {
+    let mut lp = Loop::new(testkit::mariadb(), baseline());
+    let mut p = policy();
+    let mut pool = Pool::new(6_000);
+    // Ten minutes at 256 with 1 % of the reads waiting (between a quarter of the limit
+    // and the limit: nothing to do), then 3 %.
+    run(&mut lp, &mut p, &mut pool, 640, |d| {
+        if d <= 256 {
+            0.01
+        } else {
+            0.0
+        }
+    });
+    assert_eq!(lp.current[&Knob::LruScanDepth], 256);
+    let before = lp.applied.len();
+    run(&mut lp, &mut p, &mut pool, 15, |d| {
+        if d <= 256 {
+            0.03
+        } else {
+            0.0
+        }
+    });
+    // Averaged since the last change the share would still be about 1.1 %: judged on
+    // the last step it is 3 %, and the reserve doubles within a step.
+    assert_eq!(
+        depths(&lp).last(),
+        Some(&512),
+        "{:?}",
+        &lp.applied[before..]
+    );
+}
+
+#[test]
 fn never_above_the_value_found_at_start() {
     let mut lp = Loop::new(testkit::mariadb(), baseline());
     let mut p = policy();
