@@ -954,6 +954,13 @@ def kill_server_query(srv, statement):
     return ids
 
 
+def warm_pool(srv, sc):
+    """Warms the buffer pool identically for every arm: the clustered index of every
+    table (SUM(k) alone reads only the secondary index k_1, which covers it)."""
+    for i in range(1, sc["tables"] + 1):
+        srv.sql(f"SELECT SUM(LENGTH(c)) FROM sbtest{i} FORCE INDEX (PRIMARY)", db="sbtest", timeout=300)
+
+
 def sample_once(srv):
     out = srv.sql(SAMPLE_SQL, check=False, timeout=5)
     if out is None:
@@ -1026,10 +1033,7 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
         for m in ("module_buffer_page", "buffer_LRU_get_free_search", "buffer_LRU_get_free_loops",
                   "module_index", "module_purge"):
             srv.sql(f"SET GLOBAL innodb_monitor_enable = '{m}'", check=False)
-        # warm the buffer pool identically for every arm: the clustered index of every
-        # table (SUM(k) alone reads only the secondary index k_1, which covers it)
-        for i in range(1, sc["tables"] + 1):
-            srv.sql(f"SELECT SUM(LENGTH(c)) FROM sbtest{i} FORCE INDEX (PRIMARY)", db="sbtest", timeout=300)
+        warm_pool(srv, sc)
         audit = os.path.join(srv.dir, "audit.jsonl")
         http_port = None
         if arm in INNOPILOT_ARMS:

@@ -102,17 +102,16 @@ def main():
     plan.append(("own", {}))
     duration = a.warm_s + len(plan) * a.block_s
     sb = None
+    have = {}  # the server's own values, as read: what the finally block puts back
     try:
         srv.start()
-        have = {}
         for k in names:
             out = (srv.sql(f"SELECT @@GLOBAL.{k}", check=False, timeout=5) or "").strip()
             # (a percentage such as innodb_max_dirty_pages_pct reads back as 90.000000)
             if not re.fullmatch(r"\d+(\.0+)?", out):
                 sys.exit(f"the server has no variable {k} holding a whole number (read {out!r})")
             have[k] = int(float(out))
-        for i in range(1, sc["tables"] + 1):
-            srv.sql(f"SELECT SUM(LENGTH(c)) FROM sbtest{i} FORCE INDEX (PRIMARY)", db="sbtest", timeout=300)
+        bench.warm_pool(srv, sc)
         sb = subprocess.Popen(bench.sysbench_cmd(srv, sc, "run", duration=duration), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
         out = []
@@ -138,7 +137,7 @@ def main():
     finally:
         if sb and sb.poll() is None:
             sb.kill()
-        if srv.proc and names:
+        if srv.proc and have:
             set_vars(srv, have)
         srv.stop()
     tps = {r["t"]: r["tps"] for r in bench.parse_sysbench("".join(out))}

@@ -870,9 +870,11 @@ fn free_reserve(f: &Facts) -> Vec<Finding> {
     ) else {
         return Vec::new();
     };
-    let min = crate::policy::free_pages::FreePagesConfig::default().min_pages;
+    use crate::policy::free_pages::{held_at_depth, FreePagesConfig};
+    let cfg = FreePagesConfig::default();
+    let (min, lower_below) = (cfg.min_pages, cfg.max_wait_pct / 4.0);
     let waits = f.signals.free_page_wait_rate.unwrap_or(0.0);
-    let evicting = reads > 0.0 && free <= depth + depth / 4;
+    let evicting = reads > 0.0 && held_at_depth(free, depth);
     let share = depth as f64 / total.max(1) as f64;
     if !crate::policy::free_pages::FreePages::applies(&f.caps)
         || !evicting
@@ -898,7 +900,7 @@ fn free_reserve(f: &Facts) -> Vec<Finding> {
          and 0.8-1.4 % of the reads waited for a free page (docs/policies.md, \"Free pages\")."
     ))
     .todo(format!(
-        "Lower innodb_lru_scan_depth while watching Innodb_buffer_pool_wait_free, or let `innopilot run` do it ([policy.free_pages] halves it down to {min} while fewer than 0.5 % of the reads wait)."
+        "Lower innodb_lru_scan_depth while watching Innodb_buffer_pool_wait_free, or let `innopilot run` do it ([policy.free_pages] halves it down to {min} while at most {lower_below} % of the reads wait)."
     ))
     .sql(format!("SET GLOBAL innodb_lru_scan_depth = {min};"))]
 }

@@ -61,6 +61,13 @@ pub const FLOOR_STEPS: u64 = 6;
 /// raises on 4 s windows of 2.0–2.5 % left one repetition at 1 024 for the rest of it.
 pub const URGENT_WAIT_FACTOR: f64 = 4.0;
 
+/// Whether a free list of `free` pages under innodb_lru_scan_depth `depth` is the page
+/// cleaner's reserve of an evicting pool (it holds D/2 to D there; a pool that still
+/// fills has more). With pages being read, the policy's and `diagnose`'s one test.
+pub fn held_at_depth(free: u64, depth: u64) -> bool {
+    free <= depth + depth / 4
+}
+
 /// The server's own minimum of innodb_lru_scan_depth.
 const SERVER_MIN: u64 = 100;
 
@@ -159,7 +166,7 @@ impl Policy for FreePages {
         }
         let (dt_ms, dr, dw) = (now.t_ms - mark.t_ms, reads - mark.reads, waits - mark.waits);
         // The free list held near D while pages are read: the page cleaner is evicting.
-        let evicting = free <= depth + depth / 4 && dr > 0;
+        let evicting = held_at_depth(free, depth) && dr > 0;
         if !evicting {
             self.mark = Some(now);
             return Vec::new();

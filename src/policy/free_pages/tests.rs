@@ -71,6 +71,15 @@ fn policy() -> FreePages {
     FreePages::new(FreePagesConfig::default())
 }
 
+/// A MariaDB loop at the default depth, the policy, and a pool read at 6 000 pages/s.
+fn start() -> (Loop, FreePages, Pool) {
+    (
+        Loop::new(testkit::mariadb(), baseline()),
+        policy(),
+        Pool::new(6_000),
+    )
+}
+
 /// The values innodb_lru_scan_depth was set to, in order.
 fn depths(lp: &Loop) -> Vec<u64> {
     lp.changes(Knob::LruScanDepth).iter().map(|c| c.2).collect()
@@ -80,9 +89,7 @@ fn depths(lp: &Loop) -> Vec<u64> {
 /// of its reads at 256, within the default 2 %).
 #[test]
 fn halves_the_reserve_each_step_down_to_min_pages_while_nobody_waits() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     run(&mut lp, &mut p, &mut pool, 60, |d| {
         if d <= 256 {
             0.011
@@ -100,9 +107,7 @@ fn halves_the_reserve_each_step_down_to_min_pages_while_nobody_waits() {
 
 #[test]
 fn waits_double_it_back_and_hold_a_floor() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     // Users wait for 5 % of their reads below 384 free pages: more than max_wait_pct
     // (2 %), less than the urgent 8 %.
     let share = |d: u64| if d < 384 { 0.05 } else { 0.0 };
@@ -122,9 +127,7 @@ fn waits_double_it_back_and_hold_a_floor() {
 
 #[test]
 fn a_burst_of_waits_over_four_times_the_limit_raises_at_once() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     let share = |d: u64| if d < 384 { 0.2 } else { 0.0 };
     run(&mut lp, &mut p, &mut pool, 40, share);
     let ch = lp.changes(Knob::LruScanDepth);
@@ -136,9 +139,7 @@ fn a_burst_of_waits_over_four_times_the_limit_raises_at_once() {
 
 #[test]
 fn waits_that_start_late_are_judged_on_the_last_step() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     // Ten minutes at 256 with 1 % of the reads waiting (between a quarter of the limit
     // and the limit: nothing to do), then 3 %.
     run(&mut lp, &mut p, &mut pool, 640, |d| {
@@ -169,9 +170,7 @@ fn waits_that_start_late_are_judged_on_the_last_step() {
 
 #[test]
 fn never_above_the_value_found_at_start() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     // Waits at any depth: nothing to lower, and nothing above the baseline either.
     run(&mut lp, &mut p, &mut pool, 120, |_| 0.2);
     assert!(lp.applied.is_empty(), "{:?}", lp.applied);
@@ -179,9 +178,7 @@ fn never_above_the_value_found_at_start() {
 
 #[test]
 fn silent_while_the_pool_has_free_pages_or_counters_are_unknown() {
-    let mut lp = Loop::new(testkit::mariadb(), baseline());
-    let mut p = policy();
-    let mut pool = Pool::new(6_000);
+    let (mut lp, mut p, mut pool) = start();
     pool.evicting = false; // a pool still filling: free list far above D
     run(&mut lp, &mut p, &mut pool, 60, |_| 0.0);
     assert!(lp.applied.is_empty(), "{:?}", lp.applied);
