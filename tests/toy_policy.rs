@@ -33,14 +33,13 @@ impl Policy for Toy {
         if t - start < self.cfg.after.as_millis() as u64 {
             return Vec::new();
         }
-        vec![Proposal {
-            policy: self.id,
-            knob: Knob::PurgeBatchSize,
-            value: self.cfg.batch_size,
-            intent: Intent::Act,
-            reason: "the toy policy's moment has come".into(),
-            held_by: None,
-        }]
+        vec![Proposal::new(
+            self.id,
+            Knob::PurgeBatchSize,
+            self.cfg.batch_size,
+            Intent::Act,
+            "the toy policy's moment has come".into(),
+        )]
     }
 }
 

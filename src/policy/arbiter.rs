@@ -79,14 +79,7 @@ mod tests {
     use crate::policy::PolicyId;
 
     fn p(policy: PolicyId, knob: Knob, value: u64, intent: Intent) -> Proposal {
-        Proposal {
-            policy,
-            knob,
-            value,
-            intent,
-            reason: String::new(),
-            held_by: None,
-        }
+        Proposal::new(policy, knob, value, intent, String::new())
     }
 
     #[test]

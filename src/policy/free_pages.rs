@@ -112,14 +112,7 @@ impl FreePages {
     }
 
     fn proposal(&self, value: u64, reason: String) -> Proposal {
-        Proposal {
-            policy: self.id,
-            knob: Knob::LruScanDepth,
-            value,
-            intent: Intent::Act,
-            reason,
-            held_by: None,
-        }
+        Proposal::new(self.id, Knob::LruScanDepth, value, Intent::Act, reason)
     }
 }
 

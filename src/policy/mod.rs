@@ -117,6 +117,25 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// A proposal nothing holds back: every policy builds its proposals here, so a new
+    /// field gets one default, not one per policy.
+    pub fn new(
+        policy: PolicyId,
+        knob: Knob,
+        value: u64,
+        intent: Intent,
+        reason: String,
+    ) -> Proposal {
+        Proposal {
+            policy,
+            knob,
+            value,
+            intent,
+            reason,
+            held_by: None,
+        }
+    }
+
     /// The same proposal, held back by `rule` ([`Proposal::held_by`]).
     pub fn held_by(self, rule: Option<&'static str>) -> Proposal {
         Proposal {

@@ -537,14 +537,7 @@ impl PurgeRate {
     }
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal {
-            policy: self.id,
-            knob,
-            value,
-            intent,
-            reason,
-            held_by: None,
-        }
+        Proposal::new(self.id, knob, value, intent, reason)
     }
 
     /// The budget in undo logs, shrunk in proportion (at most 4×) when the undo

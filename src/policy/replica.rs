@@ -107,14 +107,7 @@ impl Policy for ReplicaLag {
                  back to resume_lag {resume} s: the SQL thread is the foreground here, so \
                  purge yields: {what} (baseline {base})"
             );
-            return vec![Proposal {
-                policy: self.id,
-                knob,
-                value,
-                intent: Intent::Act,
-                reason,
-                held_by: None,
-            }];
+            return vec![Proposal::new(self.id, knob, value, Intent::Act, reason)];
         }
         if self.releasing {
             if input.current.get(&knob) == Some(&base) {
@@ -125,14 +118,7 @@ impl Policy for ReplicaLag {
                 "replica lag {shown} is back to policy.replica.resume_lag {resume} s or less: \
                  {knob} back to its baseline {base}"
             );
-            return vec![Proposal {
-                policy: self.id,
-                knob,
-                value: base,
-                intent: Intent::Release,
-                reason,
-                held_by: None,
-            }];
+            return vec![Proposal::new(self.id, knob, base, Intent::Release, reason)];
         }
         Vec::new()
     }

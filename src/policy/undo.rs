@@ -77,14 +77,7 @@ impl Undo {
     }
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal {
-            policy: self.id,
-            knob,
-            value,
-            intent,
-            reason,
-            held_by: None,
-        }
+        Proposal::new(self.id, knob, value, intent, reason)
     }
 
     /// Records the truncation counter; returns (truncations, over ms) when the span

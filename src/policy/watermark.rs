@@ -361,14 +361,7 @@ impl Watermark {
     }
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal {
-            policy: self.id,
-            knob,
-            value,
-            intent,
-            reason,
-            held_by: None,
-        }
+        Proposal::new(self.id, knob, value, intent, reason)
     }
 
     /// `dwell_held_ms`: the level's age when `level_dwell` kept it where the fill and

@@ -335,14 +335,7 @@ impl Flush {
     }
 
     fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal {
-            policy: self.id,
-            knob,
-            value,
-            intent,
-            reason,
-            held_by: None,
-        }
+        Proposal::new(self.id, knob, value, intent, reason)
     }
 
     /// Users were held at the maximum checkpoint age within the last minute (the batch
