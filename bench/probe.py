@@ -140,11 +140,12 @@ def main():
         if srv.proc and have:
             set_vars(srv, have)
         srv.stop()
-    tps = {r["t"]: r["tps"] for r in bench.parse_sysbench("".join(out))}
-    write(a, plan, settings, samples, tps, time.time() - t_start)
+    per_s = {r["t"]: r for r in bench.parse_sysbench("".join(out))}
+    write(a, plan, settings, samples, per_s, time.time() - t_start)
 
 
-def write(a, plan, settings, samples, tps, wall):
+def write(a, plan, settings, samples, per_s, wall):
+    tps = {t: r["tps"] for t, r in per_s.items()}
     cols = sorted({k for s in samples for k in s if k not in ("user_tids",)} - {"t", "block"})
     with open(os.path.join(a.out, "probe.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -158,35 +159,42 @@ def write(a, plan, settings, samples, tps, wall):
         if len(ss) < 2:
             continue
         span = ss[-1]["t"] - ss[0]["t"]
-        r = dict(block=b, setting=label,
-                 tps=statistics.median(tps[round(s["t"])] for s in ss if round(s["t"]) in tps))
+        secs = [per_s[round(s["t"])] for s in ss if round(s["t"]) in per_s]
+        # p99 ms: the median of sysbench's per-second 99th percentiles, so a free-page
+        # wait that lands on users shows as latency even where TPS rises
+        r = dict(block=b, setting=label, tps=statistics.median(x["tps"] for x in secs),
+                 **{"p99 ms": statistics.median(x["p99"] for x in secs)})
         for name, key in RATES.items():
             r[name] = (ss[-1].get(key, 0) - ss[0].get(key, 0)) / span if span else None
         for name, key in LEVELS.items():
             r[name] = statistics.median(s.get(key, 0) for s in ss)
         rows.append(r)
-    heads = ["block", "setting", "tps"] + list(RATES) + list(LEVELS)
+    heads = ["block", "setting", "tps", "p99 ms"] + list(RATES) + list(LEVELS)
     lines = [f"# probe: {a.scenario}, blocks of {a.block_s} s (first {a.settle_s} s of each left out)", "",
              "Command: `python3 bench/probe.py " + " ".join(sys.argv[1:]) + "`", "",
              f"Wall time {wall / 60:.1f} min. Machine: {bench.machine_info()}", "",
              "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for r in rows:
-        lines.append("| " + " | ".join(f"{r[h]:.0f}" if isinstance(r[h], float) else str(r[h]) for h in heads) + " |")
+        lines.append("| " + " | ".join((f"{r[h]:.1f}" if h == "p99 ms" else f"{r[h]:.0f}") if isinstance(r[h], float)
+                                      else str(r[h]) for h in heads) + " |")
     lines += ["", "Each setting against the mean of the server's own values in the blocks either side:", "",
-              "| setting | values | TPS × own | reads/s × own | free-page waits/s (own → setting) |", "|---|---|---|---|---|"]
+              "| setting | values | TPS × own | p99 × own | reads/s × own | free-page waits/s (own → setting) |",
+              "|---|---|---|---|---|---|"]
     by_block = {r["block"]: r for r in rows}
     for label, values in settings:
-        ratios, rr, waits = [], [], []
+        ratios, lat, rr, waits = [], [], [], []
         for b, (l2, _) in enumerate(plan):
             if l2 != label or b not in by_block or b - 1 not in by_block or b + 1 not in by_block:
                 continue
             own = [by_block[b - 1], by_block[b + 1]]
             ratios.append(by_block[b]["tps"] / statistics.mean(o["tps"] for o in own))
+            lat.append(by_block[b]["p99 ms"] / statistics.mean(o["p99 ms"] for o in own))
             rr.append(by_block[b]["reads/s"] / statistics.mean(o["reads/s"] for o in own))
             waits.append(f"{statistics.mean(o['free-page waits/s'] for o in own):.0f} → "
                          f"{by_block[b]['free-page waits/s']:.0f}")
         vals = ", ".join(f"{k}={v}" for k, v in values.items())
         lines.append(f"| {label} | {vals} | {' '.join(f'{x:.3f}' for x in ratios)} | "
+                     f"{' '.join(f'{x:.2f}' for x in lat)} | "
                      f"{' '.join(f'{x:.3f}' for x in rr)} | {'; '.join(waits)} |")
     with open(os.path.join(a.out, "probe.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
