@@ -57,11 +57,11 @@ MID_BUDGET = 300000
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
 BLKIO_GROUP = "innopilot-bench"
 
-ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
+ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
         "innopilot_held750", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
-INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
+INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
                   "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
@@ -71,13 +71,11 @@ OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", 
                    "neighbors0_innopilot"]
 # The arms held to a budget of their own (ARM_BUDGET: the threshold arm's lag, or
 # MID_BUDGET), whose targets are also checked at that budget.
+MID_BUDGET_ARMS = ["innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2"]
 BUDGET_ARMS = ["innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t",
-               "innopilot_100k_45s_4t",
-               "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree"]
+               "innopilot_100k_45s_4t"] + MID_BUDGET_ARMS
 # The purge budget (budget_undo_logs) each budget arm is held to and judged at.
-ARM_BUDGET = {a: THRESHOLD_LAG for a in BUDGET_ARMS} | {"innopilot_300k": MID_BUDGET,
-                                                       "innopilot_300k_40": MID_BUDGET,
-                                                       "innopilot_300k_nofree": MID_BUDGET}
+ARM_BUDGET = {a: THRESHOLD_LAG for a in BUDGET_ARMS} | {a: MID_BUDGET for a in MID_BUDGET_ARMS}
 REDO_STATIC_FACTOR = 8  # the "static redo a DBA would size" arm: 8 x the scenario's redo
 
 ARM_DOC = {
@@ -95,6 +93,8 @@ ARM_DOC = {
     "innopilot_300k_nofree": "innopilot_300k with [policy.free_pages] enabled = false: the server keeps its own "
                              "innodb_lru_scan_depth (1536 free pages while the pool evicts), as every innopilot "
                              "arm before the hundred-and-fifth run",
+    "innopilot_300k_wait2": "innopilot_300k with [policy.free_pages] max_wait_pct = 2.0, the limit shipped "
+                            "before the hundred-and-tenth run",
     "redo_static": f"static innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's (a DBA's fix)",
     "neighbors0": "static innodb_flush_neighbors = 0: MariaDB's page cleaner writes only the pages it picks "
                   "(oldest first) instead of their dirty neighbours too, which it does on a device the kernel "
@@ -714,6 +714,8 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {ARM_BUDGET[arm]}", ""]
         if arm == "innopilot_300k_nofree":
             lines += ["[policy.free_pages]", "enabled = false", ""]
+        if arm == "innopilot_300k_wait2":
+            lines += ["[policy.free_pages]", "max_wait_pct = 2.0", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize"):
@@ -1714,7 +1716,7 @@ def legacy_targets(s, sc, med, add):
     return None
 
 
-ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "threshold_300k": "#ff9896", "innopilot_300k": "#aec7e8", "innopilot_300k_40": "#637939", "innopilot_300k_nofree": "#c7c7c7", "redo_static": "#7f7f7f",
+ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "threshold": "#d62728", "threshold_300k": "#ff9896", "innopilot_300k": "#aec7e8", "innopilot_300k_40": "#637939", "innopilot_300k_nofree": "#c7c7c7", "innopilot_300k_wait2": "#9edae5", "redo_static": "#7f7f7f",
               "watermark": "#9467bd", "innopilot": "#1f77b4", "innopilot_100k": "#2ca02c",
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_90s_noresize": "#fdae6b", "innopilot_100k_90s_55": "#006d2c",
@@ -2034,7 +2036,7 @@ def main():
             # Judged at the budget the run's budget arm holds: MID_BUDGET when that arm
             # ran, against the static threshold at the same lag when that ran too.
             args = ["--budget", str(THRESHOLD_LAG)]
-            if e_arms & {"innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree"}:
+            if e_arms & set(MID_BUDGET_ARMS):
                 args = ["--budget", str(MID_BUDGET)]
                 if "threshold_300k" in e_arms:
                     args += ["--reference", "threshold_300k"]
