@@ -160,6 +160,8 @@ def write(a, plan, settings, samples, per_s, wall):
             continue
         span = ss[-1]["t"] - ss[0]["t"]
         secs = [per_s[round(s["t"])] for s in ss if round(s["t"]) in per_s]
+        if not secs:  # sysbench reported none of the block's seconds (it died early)
+            continue
         # p99 ms: the median of sysbench's per-second 99th percentiles, so a free-page
         # wait that lands on users shows as latency even where TPS rises
         r = dict(block=b, setting=label, tps=statistics.median(x["tps"] for x in secs),
