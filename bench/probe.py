@@ -18,9 +18,11 @@ names must be innodb_ variables the server has: the statement is built from vali
 parts only, and the server's own values are put back before it stops.
 """
 import argparse
+import atexit
 import csv
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -72,7 +74,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="rounds over the settings (default 2)")
     ap.add_argument("--read-iops", type=int, help="the device's read cap instead of the scenario's")
     ap.add_argument("--out", required=True, help="directory for probe.csv and probe.md")
-    ap.add_argument("--workdir", help="where the server's files go (default a new /var/tmp dir)")
+    ap.add_argument("--workdir", help="where the server's files go (default a new /var/tmp dir, removed at exit; "
+                                      "a directory given here is kept)")
     a = ap.parse_args()
     try:
         settings = [parse_setting(s) for s in a.setting]
@@ -86,7 +89,13 @@ def main():
             sys.exit("--read-iops needs a positive number and a scenario that caps reads")
         sc["blkio"] = dict(sc["blkio"], read_iops=a.read_iops)
     os.makedirs(a.out, exist_ok=True)
-    bench.BASE_DIR = a.workdir or tempfile.mkdtemp(prefix="innopilot-probe-", dir="/var/tmp")
+    if a.workdir:
+        bench.BASE_DIR = a.workdir
+    else:
+        # The server's copy of the scenario's data (1.7 GB for e) is of no use once the
+        # tables are written; two probes left theirs behind before this.
+        bench.BASE_DIR = tempfile.mkdtemp(prefix="innopilot-probe-", dir="/var/tmp")
+        atexit.register(shutil.rmtree, bench.BASE_DIR, True)
     t_start = time.time()
     template = bench.install_template(bench.BASE_DIR, a.scenario, sc)
     if sc.get("blkio"):
