@@ -80,6 +80,12 @@ fn start() -> (Loop, FreePages, Pool) {
     )
 }
 
+/// A pool whose users wait for `share` of their reads once the depth is down to 256,
+/// and never above it.
+fn waits_at_256(share: f64) -> impl Fn(u64) -> f64 + Copy {
+    move |d| if d <= 256 { share } else { 0.0 }
+}
+
 /// The values innodb_lru_scan_depth was set to, in order.
 fn depths(lp: &Loop) -> Vec<u64> {
     lp.changes(Knob::LruScanDepth).iter().map(|c| c.2).collect()
@@ -90,13 +96,7 @@ fn depths(lp: &Loop) -> Vec<u64> {
 #[test]
 fn halves_the_reserve_each_step_down_to_min_pages_while_nobody_waits() {
     let (mut lp, mut p, mut pool) = start();
-    run(&mut lp, &mut p, &mut pool, 60, |d| {
-        if d <= 256 {
-            0.011
-        } else {
-            0.0
-        }
-    });
+    run(&mut lp, &mut p, &mut pool, 60, waits_at_256(0.011));
     let steps = depths(&lp);
     assert_eq!(steps, vec![768, 384, 256], "{:?}", lp.applied);
     // One halving a step (10 s), each after a full step of evidence at the value before.
@@ -142,22 +142,10 @@ fn waits_that_start_late_are_judged_on_the_last_step() {
     let (mut lp, mut p, mut pool) = start();
     // Ten minutes at 256 with 2 % of the reads waiting (between a quarter of the limit
     // and the limit: nothing to do), then 8 %.
-    run(&mut lp, &mut p, &mut pool, 640, |d| {
-        if d <= 256 {
-            0.02
-        } else {
-            0.0
-        }
-    });
+    run(&mut lp, &mut p, &mut pool, 640, waits_at_256(0.02));
     assert_eq!(lp.current[&Knob::LruScanDepth], 256);
     let before = lp.applied.len();
-    run(&mut lp, &mut p, &mut pool, 15, |d| {
-        if d <= 256 {
-            0.08
-        } else {
-            0.0
-        }
-    });
+    run(&mut lp, &mut p, &mut pool, 15, waits_at_256(0.08));
     // Averaged since the last change the share would still be about 2.2 %: judged on
     // the last step it is 8 %, and the reserve doubles within a step.
     assert_eq!(
