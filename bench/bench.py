@@ -59,15 +59,15 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
-                  "innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
+                  "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                   "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "neighbors0_innopilot"]
 # The arms held to a budget of their own (ARM_BUDGET: the threshold arm's lag, or
 # MID_BUDGET), whose targets are also checked at that budget.
@@ -128,6 +128,10 @@ ARM_DOC = {
                          "([policy.flush] held_batch = \"750ms\", the shipped 250 ms): whether fewer, larger "
                          "batches (one data-file sync each) let more users through while they are held at the "
                          "maximum checkpoint age",
+    "innopilot_shrink30s": "innopilot run, default policies with a grown redo given back after 30 s under 25 % "
+                           "fill ([policy.flush] redo_shrink = true, redo_shrink_after = \"30s\", the redo knob's min_dwell 10 s): what the shipped "
+                           "behaviour until 2026-11-30 (back after 30 min) does to a burst that comes back after a "
+                           "quiet spell longer than that, on h's timescale (bursts 80 s apart)",
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
                              "with innopilot run beside it, all default policies: what innopilot adds to the "
                              "DBA's fix",
@@ -722,6 +726,12 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["[policy.flush]", "redo_resize = false", ""]
     if arm == "innopilot_held750":
         lines += ["[policy.flush]", 'held_batch = "750ms"', ""]
+    if arm == "innopilot_shrink30s":
+        # h's 80 s between bursts stand for a quiet spell longer than the shipped
+        # 30 min: the shrink's wait and the knob's 10 min dwell scaled down alike, so
+        # the second burst may grow the log again as it would a night later.
+        lines += ["[policy.flush]", "redo_shrink = true", 'redo_shrink_after = "30s"', "",
+                  "[knobs.innodb_log_file_size]", 'min_dwell = "10s"', ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -1721,7 +1731,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_90s": "#98df8a", "innopilot_100k_90s_4t": "#e377c2",
               "innopilot_100k_90s_noresize": "#fdae6b", "innopilot_100k_90s_55": "#006d2c",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
-              "innopilot_noresize": "#6baed6",
+              "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_noflush": "#ff7f0e", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 

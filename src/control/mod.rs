@@ -1299,7 +1299,8 @@ fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) -> bool {
 }
 
 /// What the operator is told once a redo grow is in effect: it lasts only until
-/// innopilot puts the baseline back (quiet time, exit) or the server restarts, and
+/// innopilot puts the baseline back (at exit; after quiet time too with
+/// `[policy.flush] redo_shrink`) or the server restarts, and
 /// a burst that finds the smaller log stalls whatever innopilot does then, because a
 /// grow sent during a burst is adopted only once the checkpoint passes its LSN, after
 /// the burst's hot set has been written once (docs/policies.md, "What a resize at
@@ -1319,8 +1320,9 @@ fn redo_grown_advice(knob: Knob, baseline: u64, now: u64) -> Option<String> {
     };
     Some(format!(
         "{knob} is now {} against the server's own {}, grown because the fill reached \
-         the maximum checkpoint age. innopilot puts {} back after quiet time and at exit, \
-         and a restart brings it back too; the first burst that finds the smaller log \
+         the maximum checkpoint age. innopilot puts {} back when it exits (after quiet \
+         time too with [policy.flush] redo_shrink), and a restart brings it back too; \
+         the first burst that finds the smaller log \
          stalls until its pages are written once, since a grow sent during a burst is \
          adopted only after that. Where such bursts recur, set {knob} = {} under \
          [mysqld] in the server's option file, and agree the disk and recovery time \

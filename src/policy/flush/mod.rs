@@ -1066,7 +1066,8 @@ pub struct FlushConfig {
     /// of 200 (250 ms) and 502–526 with batches of 317–597 (750 ms), which had 1–4 s
     /// under 50 TPS a repetition against 0–1 and a higher p99.9.
     pub held_batch: Duration,
-    /// Grow the redo log at sustained peaks, shrink it back when quiet (on by default).
+    /// Grow the redo log at sustained peaks (on by default); the grown log is kept
+    /// until innopilot exits unless `redo_shrink`.
     pub redo_resize: bool,
     /// The fill that counts as "at the maximum checkpoint age" …
     pub redo_grow_fill_pct: f64,
@@ -1080,7 +1081,12 @@ pub struct FlushConfig {
     /// users held before it goes ahead; and any grow waits at most this long for a
     /// recovery bound that allows a doubling.
     pub redo_lull_wait: Duration,
+    /// Give a grown redo log back when quiet (off: a burst that comes back meets the
+    /// log the last one needed) …
+    pub redo_shrink: bool,
+    /// … once the fill has stayed under this …
     pub redo_shrink_fill_pct: f64,
+    /// … for this long.
     pub redo_shrink_after: Duration,
     /// Disk budget: the redo log never grows beyond this.
     pub redo_max_bytes: u64,
@@ -1112,6 +1118,7 @@ impl Default for FlushConfig {
             redo_grow_after: Duration::from_secs(20),
             redo_min_span: Duration::from_secs(20),
             redo_lull_wait: Duration::from_secs(30),
+            redo_shrink: false,
             redo_shrink_fill_pct: 25.0,
             redo_shrink_after: Duration::from_secs(1800),
             redo_max_bytes: 4 << 30,
@@ -1146,6 +1153,7 @@ pub struct RawFlush {
     redo_min_span: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     redo_lull_wait: Option<Duration>,
+    redo_shrink: Option<bool>,
     redo_shrink_fill_pct: Option<f64>,
     #[serde(default, with = "humantime_serde")]
     redo_shrink_after: Option<Duration>,
@@ -1245,6 +1253,7 @@ impl PolicyKind for Flush {
                 Duration::ZERO,
                 secs(3600),
             )?,
+            redo_shrink: r.redo_shrink.unwrap_or(d.redo_shrink),
             redo_shrink_fill_pct: s.float(
                 "redo_shrink_fill_pct",
                 r.redo_shrink_fill_pct,

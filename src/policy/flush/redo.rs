@@ -1,7 +1,8 @@
 //! Redo headroom, the flush policy's second lever: grow the redo log when the fill
 //! sits at the maximum checkpoint age, within a disk budget and a recovery-time bound
-//! that is measured, and give the space back when it is quiet. Part of [`Flush`]: it
-//! reads the episode and the device the page-cleaner half measures.
+//! that is measured, and keep it until innopilot exits (`redo_shrink` gives it back
+//! when quiet instead). Part of [`Flush`]: it reads the episode and the device the
+//! page-cleaner half measures.
 //!
 //! `redo_resize` is on by default; the knob's `manage` must be true too, which it is by
 //! default for MariaDB's innodb_log_file_size only. When f has been at or above
@@ -21,8 +22,17 @@
 //! ([`redo_capacity_for`]: the redo its demand would have added while users were held
 //! at the maximum), at least double and at least `redo_min_span` of the demand, within
 //! the disk budget `redo_max_size` and the recovery-time bound. One grow per pressure
-//! episode: the next is armed only once the fill has fallen under the target. When f
-//! stays under `redo_shrink_fill_pct` for `redo_shrink_after`, it goes back.
+//! episode: the next is armed only once the fill has fallen under the target.
+//!
+//! **The grown log is kept** until innopilot exits and restores the baseline. A burst
+//! that comes back (h: a nightly batch) then meets the log the last one showed it
+//! needs; shrunk back in between, it would stall again as the first did, since a grow
+//! sent once a burst has begun is adopted only after the burst's hot set has been
+//! written once (below). The size stays within both budgets: the disk's
+//! (`redo_max_size`) and recovery's (a crash at the larger log's maximum checkpoint
+//! age recovers within `recovery_time_budget`). With `redo_shrink` on (off by
+//! default), the log goes back to the baseline when f stays under
+//! `redo_shrink_fill_pct` for `redo_shrink_after`.
 //!
 //! **What a resize at 100 % fill does** (MariaDB `log0log.cc` `log_t::resize_start()`,
 //! `log_t::write_checkpoint()`). `resize_start` creates ib_logfile101 at the new size,
@@ -612,7 +622,10 @@ impl Flush {
             }
         }
         let low_ms = held(self.state.low_since);
-        if cur != base && low_ms >= self.cfg.redo_shrink_after.as_millis() as u64 {
+        if self.cfg.redo_shrink
+            && cur != base
+            && low_ms >= self.cfg.redo_shrink_after.as_millis() as u64
+        {
             let reason = format!(
                 "redo fill {} has stayed below {} % for {}: quiet time, {knob} back to its \
                  baseline {}",
@@ -624,8 +637,13 @@ impl Flush {
             return vec![self.propose(knob, base, Intent::Release, reason)];
         }
         if cur != base {
+            let until = if self.cfg.redo_shrink {
+                "until quiet"
+            } else {
+                "until innopilot exits"
+            };
             let reason = format!(
-                "redo fill {}: {knob} holds at {} (baseline {})",
+                "redo fill {}: {knob} holds at {} (baseline {}, back to it {until})",
                 pct(fill),
                 mib(cur),
                 mib(base)
@@ -1160,7 +1178,7 @@ mod tests {
     }
 
     #[test]
-    fn redo_within_budgets_shrinks_when_quiet_and_is_opt_in() {
+    fn redo_within_budgets_kept_until_exit_unless_redo_shrink() {
         let caps = testkit::mariadb();
         // The recovery budget bounds it: 10 s allows ~34 MB of age at ~4 000 pages
         // per 16 MiB, under the 64 MiB in effect.
@@ -1176,9 +1194,21 @@ mod tests {
                 "grew beyond the recovery budget"
             );
         }
-        // Quiet for 30 min: back to the baseline.
+        // By default a grown log is kept however long it is quiet (two hours here):
+        // a burst that comes back meets the log the last one needed.
         let mut f = Flush::new(resize_config());
         let cur = with(Knob::LogFileSize, 128 << 20);
+        for t in 0..=7200 {
+            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.1, 0.0, 100.0));
+            let p = find(&ps, Knob::LogFileSize).unwrap();
+            assert_eq!((p.intent, p.value), (Intent::Act, 128 << 20), "t = {t} s");
+            assert!(p.reason.contains("until innopilot exits"), "{}", p.reason);
+        }
+        // With redo_shrink on, quiet for 30 min: back to the baseline.
+        let mut f = Flush::new(FlushConfig {
+            redo_shrink: true,
+            ..resize_config()
+        });
         let mut back = None;
         for t in 0..=1800 {
             let ps = decide(&mut f, &caps, &cur, &signals(t, 0.1, 0.0, 100.0));
