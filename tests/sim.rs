@@ -37,6 +37,15 @@ fn mean_tps(r: &SimRun, from_s: u64, to_s: u64) -> f64 {
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 
+/// Seconds users spent stalled in (`from_s`, `to_s`].
+fn stalled_s(r: &SimRun, from_s: u64, to_s: u64) -> f64 {
+    r.seconds
+        .iter()
+        .filter(|s| s.t_s > from_s && s.t_s <= to_s)
+        .map(|s| s.stalled_s)
+        .sum()
+}
+
 #[test]
 fn same_seed_same_results() {
     for peer in ["innopilot", "mysql_threshold"] {
@@ -124,19 +133,12 @@ fn flush_bound_stalls_with_defaults() {
 /// 0 TPS in the second burst against the defaults' 30).
 #[test]
 fn a_redo_grown_in_the_first_burst_holds_the_second() {
-    let stalled = |r: &SimRun, from: u64, to: u64| -> f64 {
-        r.seconds
-            .iter()
-            .filter(|s| s.t_s > from && s.t_s <= to)
-            .map(|s| s.stalled_s)
-            .sum()
-    };
     let defaults = sim("repeated_bursts", "mariadb1011_defaults", 1);
     let innopilot = sim("repeated_bursts", "innopilot", 1);
     let fixed = sim("repeated_bursts", "redo_static", 1);
     let (first, second) = ((40, 100), (170, 230));
-    let d1 = stalled(&defaults, first.0, first.1);
-    let d2 = stalled(&defaults, second.0, second.1);
+    let d1 = stalled_s(&defaults, first.0, first.1);
+    let d2 = stalled_s(&defaults, second.0, second.1);
     assert!(
         d1 > 5.0 && d2 > 5.0,
         "the defaults stall in both: {d1} s, {d2} s"
@@ -146,12 +148,12 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
     // manages flushing (innodb_flush_neighbors = 0), so the checkpoint creeps instead
     // of standing still (the fifty-second real-server run's g: 2 s at 0 TPS against
     // 36 with neighbours off).
-    let i1 = stalled(&innopilot, first.0, first.1);
+    let i1 = stalled_s(&innopilot, first.0, first.1);
     assert!(
         i1 > 5.0 && i1 < 0.75 * d1,
         "the first burst stalls, less than the defaults' with neighbours: {i1} s against {d1} s"
     );
-    let i2 = stalled(&innopilot, second.0, second.1);
+    let i2 = stalled_s(&innopilot, second.0, second.1);
     assert!(
         i2 < 0.1 * d2,
         "the grown redo holds the second: {i2} s against {d2} s"
@@ -162,7 +164,7 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
         grown > base,
         "grown before the second burst: {grown} against {base}"
     );
-    let f = stalled(&fixed, 0, 270);
+    let f = stalled_s(&fixed, 0, 270);
     assert!(f < 0.5, "a static redo 8 x larger stalls in neither: {f} s");
 }
 
@@ -175,22 +177,18 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
 #[test]
 fn a_grown_redo_is_kept_for_a_burst_that_comes_back_after_a_quiet_spell() {
     let mut sc = Scenario::named("repeated_bursts").unwrap();
-    let gap_s = 2_400.0;
-    let (first, second) = ((40.0, 90.0), (90.0 + gap_s, 140.0 + gap_s));
+    let gap_s = 2_400;
+    let (first, second) = ((40, 90), (90 + gap_s, 140 + gap_s));
     let mut load = vec![(0.0, 0.4)];
     for (on, off) in [first, second] {
+        let (on, off) = (on as f64, off as f64);
         load.extend([(on - 0.001, 0.4), (on, 2.5), (off - 0.001, 2.5), (off, 0.4)]);
     }
     sc.load = load;
-    sc.duration_s = second.1 + 60.0;
-    let stalled = |r: &SimRun, (from, to): (f64, f64)| -> f64 {
-        r.seconds
-            .iter()
-            .filter(|s| s.t_s as f64 > from && s.t_s as f64 <= to + 10.0)
-            .map(|s| s.stalled_s)
-            .sum()
-    };
-    let log_at = |r: &SimRun, t: f64| r.seconds[t as usize].knobs[&Knob::LogFileSize];
+    sc.duration_s = (second.1 + 60) as f64;
+    // Each burst and the 10 s after it.
+    let stalled = |r: &SimRun, (from, to): (u64, u64)| stalled_s(r, from, to + 10);
+    let log_at = |r: &SimRun, t: u64| r.seconds[t as usize].knobs[&Knob::LogFileSize];
     // The twin's page cleaner keeps the grown log about a third full under the base
     // load (the real server's about a tenth): both runs put the shrink's fill
     // threshold above that, so that only `redo_shrink` tells them apart.
@@ -201,7 +199,7 @@ fn a_grown_redo_is_kept_for_a_burst_that_comes_back_after_a_quiet_spell() {
     let peer = Peer::named("innopilot").unwrap();
     let kept = run_with(&sc, &peer, 1, Some(&cfg(false))).unwrap();
     let given_back = run_with(&sc, &peer, 1, Some(&cfg(true))).unwrap();
-    let base = log_at(&kept, 1.0);
+    let base = log_at(&kept, 1);
 
     let k1 = stalled(&kept, first);
     assert!(k1 > 5.0, "precondition: the first burst stalls ({k1} s)");
