@@ -59,16 +59,20 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
-                  "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
 OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
-                   "neighbors0_innopilot"]
+                   "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
+# Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
+# again this many seconds into the run: h's quiet time between its bursts, once the
+# first burst's grown redo is in effect.
+RESTART_AT = {"innopilot_restart": 140, "innopilot_restart_shrink": 140}
 # The arms held to a budget of their own (ARM_BUDGET: the threshold arm's lag, or
 # MID_BUDGET), whose targets are also checked at that budget.
 MID_BUDGET_ARMS = ["innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2"]
@@ -128,8 +132,15 @@ ARM_DOC = {
                          "([policy.flush] held_batch = \"750ms\", the shipped 250 ms): whether fewer, larger "
                          "batches (one data-file sync each) let more users through while they are held at the "
                          "maximum checkpoint age",
-    "innopilot_shrink30s": "innopilot run, default policies with a grown redo given back after 30 s under 25 % "
-                           "fill ([policy.flush] redo_shrink = true, redo_shrink_after = \"30s\", the redo knob's min_dwell 10 s): what the shipped "
+    "innopilot_restart": "innopilot run, default policies, restarted (SIGTERM, then started again) 140 s into the "
+                         "run, 30 s before h's second burst: the exit keeps the grown redo while users write more "
+                         "than 25 % of the baseline log's maximum checkpoint age a minute, and the next start "
+                         "carries it on",
+    "innopilot_restart_shrink": "innopilot_restart with [policy.flush] redo_shrink_fill_pct = 100: the exit shrinks "
+                                "the grown redo under h's base load, as every exit did before 2026-11-30",
+    "innopilot_shrink30s": "innopilot run, default policies with a grown redo given back after 30 s of users "
+                           "writing under 25 % of the baseline log's maximum a minute (before 2026-11-30: 30 s under 25 % "
+                           "fill) ([policy.flush] redo_shrink = true, redo_shrink_after = \"30s\", the redo knob's min_dwell 10 s): what the shipped "
                            "behaviour until 2026-11-30 (back after 30 min) does to a burst that comes back after a "
                            "quiet spell longer than that, on h's timescale (bursts 80 s apart)",
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
@@ -732,6 +743,10 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # the second burst may grow the log again as it would a night later.
         lines += ["[policy.flush]", "redo_shrink = true", 'redo_shrink_after = "30s"', "",
                   "[knobs.innodb_log_file_size]", 'min_dwell = "10s"', ""]
+    if arm == "innopilot_restart_shrink":
+        # The exit's quiet test at 100 %: h's base load (0.7 MB/s, 39 % of the 128 MiB
+        # log's maximum a minute) passes it, and the exit shrinks as before 2026-11-30.
+        lines += ["[policy.flush]", "redo_shrink_fill_pct = 100.0", ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -1064,6 +1079,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                                    + open(os.path.join(srv.dir, 'innopilot.stderr')).read()[-2000:])
         samples = []
         delayacct, blkio_wait = delayacct_on(), None
+        restart_at = RESTART_AT.get(arm)
+        restart = None  # {"stop": el at SIGTERM, "ticks": CPU ticks of the stopped process}
         t0 = time.time()
         pending = sorted(segments, key=lambda g: g["start"])
         ip_ticks0 = proc_cpu_ticks(ip.pid) if ip else None
@@ -1108,6 +1125,20 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 time.sleep(target - now)
             el = time.time() - t0
             launch_due(el)
+            if ip and restart_at is not None and restart is None and el >= restart_at:
+                # As `systemctl restart` does: SIGTERM, wait for the exit (its restore),
+                # then start again on the same state file. Polled, so that sampling goes on.
+                restart = dict(stop=el, ticks=proc_cpu_ticks(ip.pid))
+                ip.send_signal(signal.SIGTERM)
+            if restart is not None and "started" not in restart and ip.poll() is not None:
+                restart.update(exit=ip.returncode, exited=el)
+                old_ticks = (restart["ticks"] or 0) - (ip_ticks0 or 0)
+                ip = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=open(os.path.join(srv.dir, "innopilot.stderr"), "a"))
+                ip_ticks0 = -old_ticks  # the new process starts from 0 ticks
+                restart["started"] = el
+                log(f"   innopilot restarted: SIGTERM at {restart['stop']:.0f} s, exit {restart['exit']} "
+                    f"at {el:.0f} s, started again")
             if el > duration + 60 and any(x["proc"].poll() is None for x in sbs):
                 # an open loop drains its backlog after its --time: bounded, and said
                 log(f"!! {name}: sysbench still running {el - duration:.0f} s after the planned end; killed")
@@ -1175,6 +1206,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
         res = dict(scenario=sc_name, arm=arm, rep=rep, duration=duration,
                    rate=",".join(str(x["rate"]) for x in sbs if x["rate"]) or None,
                    view_open=view_open, view_closed=view_closed, wall=wall, overflow=0)
+        if restart is not None:
+            res["ip_restart"] = {k: v for k, v in restart.items() if k != "ticks"}
         if ip:
             t1 = proc_cpu_ticks(ip.pid)
             res["ip_cpu_pct"] = (t1 - ip_ticks0) / CLK_TCK / wall * 100 if t1 is not None and ip_ticks0 is not None else None
@@ -1732,6 +1765,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_90s_noresize": "#fdae6b", "innopilot_100k_90s_55": "#006d2c",
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
+              "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
               "innopilot_noflush": "#ff7f0e", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 

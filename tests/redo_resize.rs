@@ -420,6 +420,7 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
         "the test's server",
         &mut audit,
         Mode::Live,
+        false,
     )
     .await
     .expect("recovery");
@@ -445,4 +446,161 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
         "recovery after the dropped grow",
         &stats,
     );
+}
+
+/// Audit records written to memory.
+#[derive(Clone, Default)]
+struct Records(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Records {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Records {
+    fn events(&self, name: &str) -> Vec<serde_json::Value> {
+        String::from_utf8(self.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["event"] == name)
+            .collect()
+    }
+}
+
+/// A controller on `db` with the state file `state` and the test's redo bounds,
+/// started (crash recovery done), its audit records in memory.
+async fn controller(
+    db: &MariaDb,
+    state: &std::path::Path,
+) -> (innopilot::control::Controller<LiveServer>, Records) {
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let server = LiveServer::new(target, LiveOptions::default());
+    let mut cfg = Config::default();
+    cfg.control.state_file = state.to_path_buf();
+    // Room for the shrink at a quiet exit to land within the test.
+    cfg.control.restore_timeout = Duration::from_secs(60);
+    // The test's redo is smaller than the shipped lower bound (64 MiB).
+    cfg.knobs.get_mut(&Knob::LogFileSize).unwrap().min = 32 * MIB;
+    let records = Records::default();
+    let audit = AuditLog::to_writer(Box::new(records.clone()));
+    let opts = innopilot::control::RunOptions {
+        dry_run: false,
+        config_path: None,
+        target: "the test's server".into(),
+    };
+    let ctl = innopilot::control::Controller::start(server, cfg, opts, audit)
+        .await
+        .expect("the controller starts");
+    (ctl, records)
+}
+
+/// The exit restore against the real server (`control::restore`,
+/// `exit_keeps_grown_redo`): a redo log innopilot grew is kept while users write,
+/// because a shrink is adopted only once the checkpoint passes the LSN of its SET and
+/// lands what users write meanwhile in the smaller log; and shrunk back when they
+/// write little (under `redo_shrink_fill_pct`, 25 %, of the baseline log's maximum
+/// checkpoint age a minute: the prediction is that the shrink then lands under that
+/// share). Here a previous run grew 32 → 64 MiB and kept it (its state file says so).
+/// The next start carries it on instead of shrinking it at start; its exit under the
+/// update load keeps it; a start and exit once the load has stopped put the 32 MiB
+/// back, although the idle server still holds its checkpoint age (the page cleaner
+/// does not flush under `innodb_max_dirty_pages_pct`), and the shrink lands with
+/// the age written meanwhile, under 25 % of the 32 MiB log's maximum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
+    const BASE: u64 = 32 * MIB;
+    const GROWN: u64 = 64 * MIB;
+    let (db, mut server) = slow_flushing_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state_path = dir.path().join("state.json");
+    // What a run that grew the log and kept it at exit leaves.
+    let readback = server
+        .set_knob(Knob::LogFileSize, GROWN)
+        .await
+        .expect("grow");
+    assert_eq!(readback, GROWN);
+    let mut saved = StateFile::new(
+        1,
+        "the test's server".into(),
+        0,
+        [(Knob::LogFileSize, BASE)].into(),
+    );
+    saved.instance = server.instance();
+    saved.record_set(Knob::LogFileSize, GROWN, 1);
+    saved.kept = vec![Knob::LogFileSize];
+    let store = innopilot::control::state::StateStore::new(&state_path);
+    store.save(&saved).unwrap();
+    drop(server);
+
+    // 1. Under load: carried on at start, kept at exit.
+    let load = db.spawn_update_load(4);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (mut ctl, records) = controller(&db, &state_path).await;
+    assert_eq!(
+        ctl.baseline().get(&Knob::LogFileSize),
+        Some(&BASE),
+        "the carried log's baseline is the saved one, not its grown size"
+    );
+    assert_eq!(current_size(&db).await, GROWN, "not shrunk at start");
+    for _ in 0..4 {
+        ctl.tick().await.expect("a tick");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(ctl.shutdown("test: busy").await, "keeping is not a failure");
+    let kept = records.events("kept");
+    eprintln!("busy exit: {kept:?}");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        (&kept[0]["value"], &kept[0]["baseline"]),
+        (&GROWN.into(), &BASE.into())
+    );
+    assert_eq!(current_size(&db).await, GROWN, "kept at exit");
+    let st = store.load().unwrap().unwrap();
+    assert!(!st.clean && st.kept == [Knob::LogFileSize], "{st:?}");
+    assert_eq!(st.baseline.get(&Knob::LogFileSize), Some(&BASE));
+    drop(ctl);
+    let stats = load.stop().await;
+    assert_eq!(stats.errors, 0, "the load failed: {:?}", stats.last_error);
+
+    // 2. Quiet: carried on again, and shrunk back at exit.
+    let age = db.status_u64("Innodb_checkpoint_age").await;
+    let (mut ctl, records) = controller(&db, &state_path).await;
+    assert_eq!(ctl.baseline().get(&Knob::LogFileSize), Some(&BASE));
+    for _ in 0..4 {
+        ctl.tick().await.expect("a tick");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let rate = ctl.last_signals().and_then(|s| s.lsn_rate);
+    let asked = Instant::now();
+    assert!(ctl.shutdown("test: quiet").await, "the exit restores");
+    let took = asked.elapsed();
+    let landed_age = db.status_u64("Innodb_checkpoint_age").await;
+    let max = db.status_u64("Innodb_checkpoint_max_age").await;
+    eprintln!(
+        "quiet exit: {age} bytes of checkpoint age at start, users writing {rate:?} B/s; \
+         the shrink took {took:?} and landed at {landed_age} of {max} ({:.1} %); {:?}",
+        landed_age as f64 / max as f64 * 100.0,
+        records.events("restore")
+    );
+    assert!(records.events("kept").is_empty());
+    assert_eq!(current_size(&db).await, BASE, "shrunk back at a quiet exit");
+    assert!(
+        (landed_age as f64) < max as f64 * 0.25,
+        "the shrink landed at {landed_age} of {max}: the prediction was under 25 %"
+    );
+    let st = store.load().unwrap().unwrap();
+    assert!(st.clean && st.kept.is_empty(), "{st:?}");
+    assert!(!db.datadir().join("ib_logfile101").exists());
+}
+
+/// `@@innodb_log_file_size` as the server reports it now.
+async fn current_size(db: &MariaDb) -> u64 {
+    let rows = db.query_rows("SELECT @@GLOBAL.innodb_log_file_size").await;
+    rows[0][0].as_deref().unwrap().parse().unwrap()
 }

@@ -158,7 +158,16 @@ pub async fn restore<S: Server>(
         tracing::warn!("restoring without an audit log: {e}");
         AuditLog::discard()
     });
-    let report = recover(server, &saved, config, target, &mut audit, Mode::Live).await?;
+    let report = recover(
+        server,
+        &saved,
+        config,
+        target,
+        &mut audit,
+        Mode::Live,
+        false,
+    )
+    .await?;
     if let Some(theirs) = report.foreign {
         let ours = match server.instance() {
             Some(i) => format!("{i} at {target}"),

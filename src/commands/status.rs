@@ -310,6 +310,9 @@ pub enum RunState {
     /// Stopped, leaving redo resizes back to the baseline to the server, which
     /// finishes them at its next checkpoint.
     HandedOver,
+    /// Stopped, keeping a redo log it grew while users wrote: the next start carries
+    /// it on; `innopilot restore` or a server restart puts the baseline back.
+    Kept,
     /// Ended without restoring (crashed or killed): the next start or
     /// `innopilot restore` puts the baseline back.
     Unrestored,
@@ -325,6 +328,7 @@ impl RunState {
             // A clean file with no lock holder: the last run finished.
             _ if st.clean => RunState::Finished,
             LockState::Free if !st.handed_over.is_empty() => RunState::HandedOver,
+            LockState::Free if !st.kept.is_empty() => RunState::Kept,
             LockState::Free => RunState::Unrestored,
             LockState::Unknown(why) => RunState::Unknown(why.clone()),
         }
@@ -335,6 +339,7 @@ impl RunState {
             RunState::Finished => "finished",
             RunState::Running(_) => "running",
             RunState::HandedOver => "handed_over",
+            RunState::Kept => "kept",
             RunState::Unrestored => "unrestored",
             RunState::Unknown(_) => "unknown",
         }
@@ -362,6 +367,7 @@ pub fn controller_json(state: Option<&StateFile>, lock: &LockState) -> Value {
                 "baseline": st.baseline,
                 "operator_owned": st.operator_owned,
                 "handed_over": st.handed_over,
+                "kept": st.kept,
                 "lock_unknown": match &run {
                     RunState::Unknown(why) => Some(why.as_str()),
                     _ => None,
@@ -430,6 +436,15 @@ pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
             st.pid,
             st.server,
             Knob::list(&st.handed_over)
+        ),
+        RunState::Kept => format!(
+            "stopped: the last run (pid {} on {}) kept {} as it grew it, because users were \
+             writing at exit (a shrink then flushes every dirty page under them); the next \
+             start carries it on and shrinks it back at a quiet exit, `innopilot restore` \
+             puts the baseline back now, and so does a server restart (its option files)",
+            st.pid,
+            st.server,
+            Knob::list(&st.kept)
         ),
         RunState::Unrestored => format!(
             "not running: the last run (pid {} on {}) ended without restoring its changes \
@@ -668,6 +683,18 @@ mod tests {
             json["handed_over"],
             serde_json::json!(["innodb_log_file_size"])
         );
+
+        let mut kept = unclean(Vec::new());
+        kept.kept = vec![Knob::LogFileSize];
+        let text = controller_text(Some(&kept), &LockState::Free);
+        assert!(
+            text.contains("stopped") && text.contains("kept innodb_log_file_size as it grew it"),
+            "{text}"
+        );
+        assert!(!text.contains("crashed"), "{text}");
+        let json = controller_json(Some(&kept), &LockState::Free);
+        assert_eq!(json["state"], "kept");
+        assert_eq!(json["kept"], serde_json::json!(["innodb_log_file_size"]));
 
         let unknown = LockState::Unknown("cannot open /x.lock: Permission denied".into());
         let text = controller_text(Some(&crashed), &unknown);

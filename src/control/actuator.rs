@@ -307,6 +307,36 @@ impl Actuator {
         self.state.handed_over = knobs.to_vec();
         self.persist(now_unix_ms)
     }
+
+    /// Notes at exit that these knobs stay at innopilot's value on purpose (a grown
+    /// redo log kept while the server is busy, [`StateFile::kept`]): the file stays
+    /// unclean with their baseline, which the next live start carries on.
+    ///
+    /// [`StateFile::kept`]: crate::control::state::StateFile::kept
+    pub fn keep(
+        &mut self,
+        knobs: &[Knob],
+        now_unix_ms: u64,
+    ) -> Result<(), crate::control::state::StateError> {
+        self.state.kept = knobs.to_vec();
+        self.persist(now_unix_ms)
+    }
+
+    /// Takes over a knob a previous run kept at exit ([`Actuator::keep`]): its
+    /// `baseline` is the one to restore, and the value in effect, `now`, is
+    /// innopilot's.
+    pub fn carry(
+        &mut self,
+        knob: Knob,
+        baseline: u64,
+        now: u64,
+        now_unix_ms: u64,
+    ) -> Result<(), crate::control::state::StateError> {
+        self.state.baseline.insert(knob, baseline);
+        self.state.last_set.insert(knob, now);
+        self.state.previous.insert(knob, baseline);
+        self.persist(now_unix_ms)
+    }
 }
 
 #[cfg(test)]

@@ -234,6 +234,21 @@ pub enum Event {
         /// finishing on its own (their `restore` records have `under_way`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         handed_over: Vec<Knob>,
+        /// The knobs left at innopilot's value on purpose (their `kept` records say
+        /// why): a grown redo log the exit did not shrink while users wrote.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<Knob>,
+    },
+    /// At exit: a redo log innopilot grew is left at `value` instead of shrunk back
+    /// to `baseline`, because the checkpoint age would not fit the baseline log
+    /// quietly (`reason`). The state file keeps the baseline; the next live start
+    /// carries the log on, `innopilot restore` or a server restart puts it back.
+    Kept {
+        trigger: RestoreTrigger,
+        knob: Knob,
+        value: u64,
+        baseline: u64,
+        reason: String,
     },
     Warning {
         message: String,
@@ -277,6 +292,7 @@ impl Event {
             Event::ConnectionLost { .. } => "connection_lost",
             Event::ConnectionRegained { .. } => "connection_regained",
             Event::Stop { .. } => "stop",
+            Event::Kept { .. } => "kept",
             Event::Warning { .. } => "warning",
             Event::PurgeBlocked { .. } => "purge_blocked",
             Event::PurgeUnblocked { .. } => "purge_unblocked",
@@ -900,10 +916,18 @@ mod tests {
                 server_restarted: true,
                 down_ms: 12_000,
             },
+            Event::Kept {
+                trigger: RestoreTrigger::Signal,
+                knob: Knob::LogFileSize,
+                value: 1 << 30,
+                baseline: 128 << 20,
+                reason: "busy".into(),
+            },
             Event::Stop {
                 reason: "signal".into(),
-                restored: true,
+                restored: false,
                 handed_over: vec![],
+                kept: vec![Knob::LogFileSize],
             },
             Event::Warning {
                 message: "hello".into(),
@@ -962,7 +986,8 @@ mod tests {
             ("released", &["knob", "reason"]),
             ("connection_lost", &["error"]),
             ("connection_regained", &["down_ms", "server_restarted"]),
-            ("stop", &["reason", "restored"]),
+            ("kept", &["baseline", "knob", "reason", "trigger", "value"]),
+            ("stop", &["kept", "reason", "restored"]),
             ("warning", &["message"]),
         ];
         let events = every_event();
@@ -1400,7 +1425,7 @@ mod tests {
             log.write(&Record::new(1, Mode::Live, ev)).unwrap();
         }
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(text.lines().count(), 10);
+        assert_eq!(text.lines().count(), 11);
         assert!(text.ends_with('\n'));
         for l in text.lines() {
             serde_json::from_str::<serde_json::Value>(l).unwrap();

@@ -325,6 +325,8 @@ impl<S: Server> Controller<S> {
         let store = StateStore::new(cfg.control.state_file.clone());
         let mut store_opt = None;
         let mut lock = None;
+        // Grown redo logs the previous run kept at exit: (knob, baseline, value).
+        let mut carried = Vec::new();
         if !dry_run {
             store.check_writable()?;
             // Held for the run's life: a second live run on this state file would
@@ -346,9 +348,18 @@ impl<S: Server> Controller<S> {
                 Err(e) => return Err(e.into()),
             };
             if let Some(saved) = saved.filter(|s| !s.clean) {
-                let report = recover(&mut server, &saved, &cfg, &opts.target, &mut audit, mode)
-                    .await
-                    .map_err(ControlError::Start)?;
+                let report = recover(
+                    &mut server,
+                    &saved,
+                    &cfg,
+                    &opts.target,
+                    &mut audit,
+                    mode,
+                    true,
+                )
+                .await
+                .map_err(ControlError::Start)?;
+                carried = report.carried.clone();
                 let path = cfg.control.state_file.display().to_string();
                 if let Some(theirs) = report.foreign {
                     return Err(ControlError::ForeignState {
@@ -369,6 +380,7 @@ impl<S: Server> Controller<S> {
                 let path = cfg.control.state_file.display();
                 let message = match store.lock_state() {
                     LockState::Held(pid) => format!("a live innopilot (pid {pid}) is running with the state file {path}; dry-run observes alongside it and touches nothing"),
+                    LockState::Free if !saved.kept.is_empty() => format!("the state file {path} shows a live run that kept {} grown at exit while users wrote; dry-run will not touch the server: the next live run carries it on, `innopilot restore` puts the baseline back", Knob::list(&saved.kept)),
                     LockState::Free => format!("the state file {path} shows a live run that did not finish cleanly; dry-run will not touch the server: run `innopilot restore` to put its baseline back"),
                     LockState::Unknown(why) => format!("the state file {path} shows a live run that is running or did not finish cleanly ({why}); dry-run touches nothing either way: when no innopilot runs, `innopilot restore` puts its baseline back"),
                 };
@@ -386,6 +398,9 @@ impl<S: Server> Controller<S> {
         state.instance = server.instance();
         let mut actuator = Actuator::new(dry_run, store_opt, state);
         actuator.persist(now_unix_ms())?;
+        for (knob, base, now) in carried {
+            actuator.carry(knob, base, now, now_unix_ms())?;
+        }
         emit(
             &mut audit,
             mode,
@@ -400,7 +415,8 @@ impl<S: Server> Controller<S> {
                 flavor: caps.identity.flavor.to_string(),
                 version: caps.identity.version_string.clone(),
                 capabilities: serde_json::to_value(&caps).unwrap_or_default(),
-                baseline: baseline.clone(),
+                // With a carried log's baseline, not its grown size.
+                baseline: actuator.baseline().clone(),
                 config_path: opts.config_path.clone(),
             },
         );
@@ -1299,8 +1315,8 @@ fn emit(audit: &mut AuditLog, mode: Mode, unix_ms: u64, event: Event) -> bool {
 }
 
 /// What the operator is told once a redo grow is in effect: it lasts only until
-/// innopilot puts the baseline back (at exit; after quiet time too with
-/// `[policy.flush] redo_shrink`) or the server restarts, and
+/// innopilot puts the baseline back (at an exit while users write little; after quiet
+/// time too with `[policy.flush] redo_shrink`) or the server restarts, and
 /// a burst that finds the smaller log stalls whatever innopilot does then, because a
 /// grow sent during a burst is adopted only once the checkpoint passes its LSN, after
 /// the burst's hot set has been written once (docs/policies.md, "What a resize at
@@ -1320,8 +1336,9 @@ fn redo_grown_advice(knob: Knob, baseline: u64, now: u64) -> Option<String> {
     };
     Some(format!(
         "{knob} is now {} against the server's own {}, grown because the fill reached \
-         the maximum checkpoint age. innopilot puts {} back when it exits (after quiet \
-         time too with [policy.flush] redo_shrink), and a restart brings it back too; \
+         the maximum checkpoint age. innopilot puts {} back when it exits while users \
+         write little (after quiet time too with [policy.flush] redo_shrink), and a \
+         restart brings it back too; \
          the first burst that finds the smaller log \
          stalls until its pages are written once, since a grow sent during a burst is \
          adopted only after that. Where such bursts recur, set {knob} = {} under \

@@ -31,6 +31,10 @@ pub struct RecoveryReport {
     pub left: Vec<Knob>,
     /// Already at the baseline.
     pub already: Vec<Knob>,
+    /// Kept at exit by the previous run (a grown redo log, [`StateFile::kept`]) and
+    /// carried on by this one, as (knob, baseline, value in effect): restored at its
+    /// exit, not now.
+    pub carried: Vec<(Knob, u64, u64)>,
 }
 
 impl RecoveryReport {
@@ -73,6 +77,12 @@ fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
 /// go back to the saved baseline; knobs changed by someone else since are left alone
 /// and reported. Every value is checked against `cfg` before it is set
 /// ([`refused_values`]). State written for another server is not acted on at all.
+///
+/// With `carry_kept` (a live start), a knob the previous run kept at exit on purpose
+/// ([`StateFile::kept`], a grown redo log) and still at its value is not restored but
+/// reported in [`RecoveryReport::carried`]: shrinking it now would cost what the exit
+/// declined to (`control::restore`). `innopilot restore` passes false: the operator
+/// asked for the baseline.
 pub async fn recover<S: Server>(
     server: &mut S,
     saved: &StateFile,
@@ -80,6 +90,7 @@ pub async fn recover<S: Server>(
     target: &str,
     audit: &mut AuditLog,
     mode: Mode,
+    carry_kept: bool,
 ) -> Result<RecoveryReport, ServerError> {
     let mut report = RecoveryReport::default();
     if !same_server(saved, server, target) {
@@ -116,6 +127,18 @@ pub async fn recover<S: Server>(
             tracing::error!("{message}");
             emit(audit, mode, now_unix_ms(), Event::Warning { message });
             report.refused.push(r.clone());
+            continue;
+        }
+        if carry_kept && saved.kept.contains(&knob) && saved.last_set.get(&knob) == Some(&from) {
+            let message = format!(
+                "{knob} is at {from}, which the previous run kept at exit instead of \
+                 shrinking it back to its baseline {to} while users wrote; this run carries \
+                 it on and restores the baseline at its own exit (when quiet), as \
+                 `innopilot restore` does now"
+            );
+            tracing::info!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            report.carried.push((knob, to, from));
             continue;
         }
         let res = server.set_knob(knob, to).await;

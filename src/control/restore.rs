@@ -3,6 +3,18 @@
 //! a checkpoint; a resize still running when the exit stops waiting is handed over to
 //! the server, audited with its session, and noted in the state file. A blocking SET
 //! still under way at exit is stopped first.
+//!
+//! A redo log innopilot grew is shrunk back only when the checkpoint age fits the
+//! baseline log quietly: users write less than `[policy.flush] redo_shrink_fill_pct`
+//! of its maximum checkpoint age a minute ([`exit_keeps_grown_redo`]). Otherwise it is
+//! **kept**: a shrink writes every page dirty at its LSN while users write, and is
+//! adopted with the age written meanwhile in a log a fraction of the size (run 113's h: sent at 9 % of the grown log, adopted
+//! 110 s later at 88 % of the baseline's maximum, with users at 0.36× through the
+//! burst that came meanwhile). A `systemctl restart` in a busy hour would pay that
+//! twice: the shrink, then the stall the grow had cured. The state file keeps the
+//! baseline and names the knob (`kept`); the next live start carries the log on
+//! (`control::recover`), and `innopilot restore` or a server restart (its option
+//! files) puts the baseline back.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,7 +25,9 @@ use super::{now_unix_ms, Controller};
 use crate::control::actuator::Restored;
 use crate::control::audit::{Event, RestoreTrigger};
 use crate::metrics::Phase;
+use crate::policy::flush::shrink_landing_fill;
 use crate::server::{Knob, KnobValues, Server};
+use crate::signals::Signals;
 
 impl<S: Server> Controller<S> {
     /// At exit: a blocking SET still under way is stopped (`KILL QUERY` on its session;
@@ -73,6 +87,29 @@ impl<S: Server> Controller<S> {
             .filter(|(k, _, _)| k.is_blocking())
             .collect();
         for (knob, from, to) in resizes {
+            // Only a stopping run keeps one: after giving up on a server the loop
+            // starts afresh from the baseline, and must find it in effect.
+            if trigger == RestoreTrigger::Exit && to < from {
+                let quiet_pct = self.cfg.policy.flush.redo_shrink_fill_pct;
+                if let Some(reason) =
+                    exit_keeps_grown_redo(self.last_signals.as_ref(), to, quiet_pct)
+                {
+                    tracing::warn!(
+                        "{knob} stays at {from} (baseline {to}): {reason}; the next start \
+                         carries it on, and `innopilot restore` or a server restart puts \
+                         the baseline back"
+                    );
+                    self.emit(Event::Kept {
+                        trigger,
+                        knob,
+                        value: from,
+                        baseline: to,
+                        reason,
+                    });
+                    out.kept.push(knob);
+                    continue;
+                }
+            }
             let r = self.restore_resize(knob, from, to, resize_by).await;
             out.failed |= r.error.is_some();
             if r.under_way.is_some() {
@@ -232,7 +269,7 @@ impl<S: Server> Controller<S> {
                         });
                         Restoration {
                             failed: true,
-                            handed_over: Vec::new(),
+                            ..Restoration::default()
                         }
                     }
                 }
@@ -244,11 +281,18 @@ impl<S: Server> Controller<S> {
                     self.record_unrestored(read_at_exit.as_ref(), limit);
                 }
             }
+            if !outcome.kept.is_empty() {
+                if let Err(e) = self.actuator.keep(&outcome.kept, now_unix_ms()) {
+                    tracing::warn!("cannot note the kept redo size in the state file: {e}");
+                }
+            }
             if outcome.ok() {
                 if let Err(e) = self.actuator.finish(now_unix_ms()) {
                     tracing::warn!("cannot mark the state file clean: {e}");
                 }
-            } else if !outcome.failed {
+            } else if outcome.failed {
+                tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
+            } else if !outcome.handed_over.is_empty() {
                 if let Err(e) = self.actuator.hand_over(&outcome.handed_over, now_unix_ms()) {
                     tracing::warn!("cannot note the handover in the state file: {e}");
                 }
@@ -258,14 +302,13 @@ impl<S: Server> Controller<S> {
                      next start waits for the resize and checks the size",
                     Knob::list(&outcome.handed_over)
                 );
-            } else {
-                tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
             }
         }
         self.emit(Event::Stop {
             reason: reason.to_string(),
             restored: outcome.ok(),
             handed_over: outcome.handed_over.clone(),
+            kept: outcome.kept.clone(),
         });
         !outcome.failed
     }
@@ -278,13 +321,41 @@ pub(super) struct Restoration {
     failed: bool,
     /// Redo resizes back to the baseline the server finishes on its own.
     handed_over: Vec<Knob>,
+    /// Grown redo logs left as they are while users write ([`exit_keeps_grown_redo`]).
+    kept: Vec<Knob>,
 }
 
 impl Restoration {
     /// Every knob is back at its baseline now.
     fn ok(&self) -> bool {
-        !self.failed && self.handed_over.is_empty()
+        !self.failed && self.handed_over.is_empty() && self.kept.is_empty()
     }
+}
+
+/// Why the exit keeps a redo log innopilot grew instead of shrinking it back to
+/// `baseline` bytes; `None` when it shrinks it. It keeps it when a shrink started now
+/// would land at `quiet_pct` % or more of the baseline log's maximum checkpoint age
+/// ([`shrink_landing_fill`]: what users write in a minute at the latest window's rate),
+/// the test `[policy.flush] redo_shrink` applies while innopilot runs. When the rate is
+/// not known (no window yet, a server that does not report it), it shrinks: the
+/// baseline is the contract, and without a measurement there is no case against it.
+pub(crate) fn exit_keeps_grown_redo(
+    last: Option<&Signals>,
+    baseline: u64,
+    quiet_pct: f64,
+) -> Option<String> {
+    let last = last?;
+    let landing = shrink_landing_fill(last, baseline)?;
+    (landing * 100.0 >= quiet_pct).then(|| {
+        format!(
+            "users write {:.1} MB/s of redo, {:.0} % of the baseline log's maximum \
+             checkpoint age a minute, over [policy.flush] redo_shrink_fill_pct \
+             ({quiet_pct} %): a shrink now would write every page dirty at its LSN under \
+             them and land what they write meanwhile in the smaller log",
+            last.lsn_rate.unwrap_or(0.0) / 1e6,
+            landing * 100.0
+        )
+    })
 }
 
 /// The audit record of one knob's restore.
@@ -298,5 +369,53 @@ fn restore_event(trigger: RestoreTrigger, r: Restored) -> Event {
         readback: r.readback,
         error: r.error,
         under_way: r.under_way,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::sample::RedoSample;
+
+    const MIB: u64 = 1 << 20;
+
+    /// The last signals with a 1 GiB log whose sync point is 80 % of it, users
+    /// writing `mb_s` MB/s of redo.
+    fn writing(mb_s: f64) -> Signals {
+        let mut s = Signals {
+            lsn_rate: Some(mb_s * 1e6),
+            ..Signals::default()
+        };
+        s.sample.redo = RedoSample {
+            checkpoint_age: Some(70 * MIB),
+            sync_point: Some(1024 * MIB / 5 * 4),
+            capacity: Some(1024 * MIB),
+            ..RedoSample::default()
+        };
+        s
+    }
+
+    /// A 128 MiB baseline's maximum is 102.4 MiB: 25 % of it a minute is 0.45 MB/s.
+    #[test]
+    fn the_exit_shrinks_a_grown_log_only_when_users_write_little() {
+        let base = 128 * MIB;
+        assert_eq!(exit_keeps_grown_redo(Some(&writing(0.0)), base, 25.0), None);
+        assert_eq!(exit_keeps_grown_redo(Some(&writing(0.4)), base, 25.0), None);
+        // Run 113's base load: 0.7 MB/s, 39 % of the baseline's maximum a minute.
+        let why = exit_keeps_grown_redo(Some(&writing(0.7)), base, 25.0).unwrap();
+        assert!(
+            why.contains("users write 0.7 MB/s of redo, 39 % of the baseline log's maximum")
+                && why.contains("redo_shrink_fill_pct (25 %)"),
+            "{why}"
+        );
+        assert!(exit_keeps_grown_redo(Some(&writing(4.0)), base, 25.0).is_some());
+        // Without a measurement the baseline is restored, as it always was.
+        assert_eq!(exit_keeps_grown_redo(None, base, 25.0), None);
+        let mut unknown = writing(4.0);
+        unknown.lsn_rate = None;
+        assert_eq!(exit_keeps_grown_redo(Some(&unknown), base, 25.0), None);
+        unknown = writing(4.0);
+        unknown.sample.redo.capacity = None;
+        assert_eq!(exit_keeps_grown_redo(Some(&unknown), base, 25.0), None);
     }
 }

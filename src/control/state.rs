@@ -63,6 +63,15 @@ pub struct StateFile {
     /// checks the size. Shown by `innopilot status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handed_over: Vec<Knob>,
+    /// Knobs the run's exit left at innopilot's value on purpose: a redo log it grew,
+    /// kept because the checkpoint age would not have fitted the baseline log quietly
+    /// (a shrink then flushes every dirty page while users write, and lands near the
+    /// smaller log's maximum checkpoint age). The file stays unclean: the next live
+    /// start carries the grown log on with this baseline; `innopilot restore` puts the
+    /// baseline back; a server restart does too (its option files). Shown by
+    /// `innopilot status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<Knob>,
     pub updated_unix_ms: u64,
 }
 
@@ -81,6 +90,7 @@ impl StateFile {
             previous: KnobValues::new(),
             operator_owned: KnobValues::new(),
             handed_over: Vec::new(),
+            kept: Vec::new(),
             updated_unix_ms: now_unix_ms,
         }
     }

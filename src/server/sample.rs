@@ -38,6 +38,14 @@ impl RedoSample {
         }
     }
 
+    /// The sync point a log of `capacity` bytes would have (the baseline's, for a log
+    /// innopilot grew): the sync point keeps its share of the file across a resize
+    /// (`log_t::set_capacity()`, checked by tests/redo_resize.rs).
+    pub fn sync_point_at(&self, capacity: u64) -> Option<f64> {
+        let (sync, cap) = (self.sync_point?, self.capacity?);
+        (sync > 0 && cap > 0 && capacity > 0).then(|| sync as f64 * capacity as f64 / cap as f64)
+    }
+
     /// The async flush point, bytes of checkpoint age: the server's when it publishes
     /// one, else 7/8 of the sync point (`max_modified_age_async`, buf0flu.cc /
     /// log0log.cc, on both servers). The one place that fallback is written: the flush
@@ -421,6 +429,25 @@ mod tests {
         assert!(parse_u64("1.").is_err());
         assert!(parse_u64(".5").is_err());
         assert!(parse_u64("1.0.0").is_err());
+    }
+
+    /// Run 113's logs: 926 MiB grown, 128 MiB baseline, the sync point 80.5 % of each.
+    #[test]
+    fn the_sync_point_keeps_its_share_at_another_capacity() {
+        let r = RedoSample {
+            sync_point: Some(781_331_200),
+            capacity: Some(970_981_376),
+            ..RedoSample::default()
+        };
+        let at_base = r.sync_point_at(134_217_728).unwrap();
+        assert!((at_base - 108_003_000.0).abs() < 1e3, "{at_base}");
+        assert_eq!(r.sync_point_at(970_981_376), Some(781_331_200.0));
+        assert_eq!(r.sync_point_at(0), None);
+        let unknown = RedoSample {
+            capacity: None,
+            ..r.clone()
+        };
+        assert_eq!(unknown.sync_point_at(134_217_728), None);
     }
 
     fn maria() -> SignalSources {

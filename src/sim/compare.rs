@@ -915,8 +915,21 @@ mod tests {
 
     /// Runs the checkpoint stall with a redo shrink at exit that never ends, its
     /// session running it (`alive`) or gone; returns the restore and stop records,
-    /// the redo's baseline, and what the run left.
+    /// the redo's baseline, and what the run left. The exit's quiet test is at 100 %
+    /// so that it shrinks: at the default it keeps the grown log (the next tests).
     fn exit_with_a_hanging_shrink(alive: bool) -> (Vec<serde_json::Value>, u64, super::Driven) {
+        let (events, base, driven, _) = exit_after_a_grow(Some(alive), 100.0);
+        (events, base, driven)
+    }
+
+    /// The checkpoint stall's run with `innopilot_redo`, stopped at its end (users
+    /// still writing) with the exit's quiet test at `quiet_pct` % of the baseline
+    /// log's maximum, and a shrink at exit that hangs as `hang` says (`None`: it
+    /// returns after ten samples, as every resize here). Also returns the server.
+    fn exit_after_a_grow(
+        hang: Option<bool>,
+        quiet_pct: f64,
+    ) -> (Vec<serde_json::Value>, u64, super::Driven, SimServer) {
         let scenario = Scenario::named("checkpoint_stall").unwrap();
         let peer = Peer::named("innopilot_redo").unwrap();
         let handle = SimServer::new(model_for(&scenario, &peer, 1));
@@ -925,12 +938,13 @@ mod tests {
             inner: handle.clone(),
             samples: 10,
             abandon: false,
-            hang_restore: Some(alive),
+            hang_restore: hang,
             pending: None,
             during: Arc::new(Mutex::new(Vec::new())),
         };
         let mut cfg = peer.config().unwrap();
         cfg.control.restore_timeout = Duration::from_millis(200);
+        cfg.policy.flush.redo_shrink_fill_pct = quiet_pct;
         let records = Records::default();
         let audit = AuditLog::to_writer(Box::new(records.clone()));
         let driven =
@@ -940,10 +954,13 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .filter(|r: &serde_json::Value| {
-                matches!(r["event"].as_str(), Some("restore") | Some("stop"))
+                matches!(
+                    r["event"].as_str(),
+                    Some("restore") | Some("stop") | Some("kept")
+                )
             })
             .collect();
-        (events, base, driven)
+        (events, base, driven, handle)
     }
 
     /// The redo's restore record, after checking what every exit shares: the knobs
@@ -1027,6 +1044,101 @@ mod tests {
         assert!(!driven.stopped_clean, "the exit reports the failure");
         let state = driven.state.as_ref().unwrap();
         assert!(state.handed_over.is_empty(), "not handed over: {state:?}");
+    }
+
+    /// Stopped while users still write (the checkpoint stall's end), the exit keeps
+    /// the log it grew instead of shrinking it under them: a `kept` record with why,
+    /// no restore of it, a stop that is not a failure, and a state file that keeps the
+    /// baseline and names the knob. The next live start carries it on
+    /// (`recover` with `carry_kept`); `innopilot restore` (without) puts the baseline
+    /// back.
+    #[test]
+    fn a_grown_redo_is_kept_at_a_busy_exit_and_carried_on_by_the_next_start() {
+        let (events, base, driven, mut server) = exit_after_a_grow(None, 25.0);
+        let kept = events
+            .iter()
+            .find(|r| r["event"] == "kept")
+            .unwrap_or_else(|| panic!("no kept record: {events:#?}"));
+        let grown = kept["value"].as_u64().unwrap();
+        assert!(grown > base && kept["baseline"] == base, "{kept}");
+        let why = kept["reason"].as_str().unwrap();
+        assert!(
+            why.contains("users write")
+                && why.contains("baseline log's maximum checkpoint age a minute"),
+            "{why}"
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|r| r["event"] == "restore" && r["knob"] == "innodb_log_file_size"),
+            "{events:#?}"
+        );
+        let stop = events.last().unwrap();
+        assert_eq!(
+            (&stop["event"], &stop["restored"], &stop["kept"]),
+            (
+                &"stop".into(),
+                &false.into(),
+                &serde_json::json!(["innodb_log_file_size"])
+            ),
+            "{stop}"
+        );
+        assert!(driven.stopped_clean, "keeping is not a failure");
+        let state = driven.state.clone().expect("a state file");
+        assert!(!state.clean, "{state:?}");
+        assert_eq!(state.kept, [Knob::LogFileSize], "{state:?}");
+        assert_eq!(state.baseline[&Knob::LogFileSize], base);
+        assert_eq!(state.last_set[&Knob::LogFileSize], grown);
+
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let cfg = Config::default();
+        let report = rt
+            .block_on(crate::control::recover(
+                &mut server,
+                &state,
+                &cfg,
+                "simulator",
+                &mut AuditLog::discard(),
+                crate::control::audit::Mode::Live,
+                true,
+            ))
+            .unwrap();
+        assert_eq!(
+            report.carried,
+            [(Knob::LogFileSize, base, grown)],
+            "{report:?}"
+        );
+        assert!(report.restored.is_empty() && report.incomplete().is_none());
+        assert_eq!(server.model().knobs()[&Knob::LogFileSize], grown);
+        let report = rt
+            .block_on(crate::control::recover(
+                &mut server,
+                &state,
+                &cfg,
+                "simulator",
+                &mut AuditLog::discard(),
+                crate::control::audit::Mode::Live,
+                false,
+            ))
+            .unwrap();
+        assert_eq!(report.restored, [Knob::LogFileSize], "{report:?}");
+        assert_eq!(server.model().knobs()[&Knob::LogFileSize], base);
+    }
+
+    /// At the same end with the exit's quiet test at 100 %, the shrink is sent.
+    #[test]
+    fn the_same_exit_shrinks_when_the_quiet_test_allows_it() {
+        let (events, base, driven, _) = exit_after_a_grow(None, 100.0);
+        assert!(!events.iter().any(|r| r["event"] == "kept"), "{events:#?}");
+        assert!(driven.state.as_ref().is_some_and(|s| s.kept.is_empty()));
+        let r = events
+            .iter()
+            .find(|r| r["event"] == "restore" && r["knob"] == "innodb_log_file_size")
+            .unwrap_or_else(|| panic!("no restore of the redo: {events:#?}"));
+        assert_eq!(r["to"], base, "{r}");
     }
 
     /// A resize the server abandoned (stopped, or past its time limit) answers OK with

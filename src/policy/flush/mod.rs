@@ -132,7 +132,10 @@ mod redo;
 
 use batch::{CROSS_S, PAST_ASYNC};
 use redo::{grow_pending, Episode};
-pub use redo::{recovery_age_bound, recovery_time_s, redo_capacity_for, REDO_APPLY_BYTES_PER_S};
+pub use redo::{
+    recovery_age_bound, recovery_time_s, redo_capacity_for, shrink_landing_fill,
+    REDO_APPLY_BYTES_PER_S, SHRINK_LANDING_S,
+};
 
 /// io_capacity_max is released only this long after the last pressure: a fill that
 /// falls because a peak was met is not idleness.
@@ -275,7 +278,8 @@ struct State {
     /// The log's span (s of the episode's demand) when the grow was armed by it, not
     /// by the seconds at the maximum: for the reason.
     armed_span_s: Option<f64>,
-    /// Since when fill has been below `redo_shrink_fill_pct` (ms).
+    /// Since when a shrink would have landed below `redo_shrink_fill_pct` of the
+    /// baseline log's maximum ([`shrink_landing_fill`]) (ms).
     low_since: Option<u64>,
     /// The pressure episode the redo grow is sized from.
     episode: Option<Episode>,
@@ -1084,7 +1088,9 @@ pub struct FlushConfig {
     /// Give a grown redo log back when quiet (off: a burst that comes back meets the
     /// log the last one needed) …
     pub redo_shrink: bool,
-    /// … once the fill has stayed under this …
+    /// … once users have written less than this share (%) of the *baseline* log's
+    /// maximum checkpoint age a minute ([`redo::shrink_landing_fill`]; also the exit
+    /// restore's test before it shrinks a grown log) …
     pub redo_shrink_fill_pct: f64,
     /// … for this long.
     pub redo_shrink_after: Duration,

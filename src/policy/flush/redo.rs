@@ -31,8 +31,11 @@
 //! written once (below). The size stays within both budgets: the disk's
 //! (`redo_max_size`) and recovery's (a crash at the larger log's maximum checkpoint
 //! age recovers within `recovery_time_budget`). With `redo_shrink` on (off by
-//! default), the log goes back to the baseline when f stays under
-//! `redo_shrink_fill_pct` for `redo_shrink_after`.
+//! default), the log goes back to the baseline once users have written less than
+//! `redo_shrink_fill_pct` of the *baseline* log's maximum checkpoint age a minute for
+//! `redo_shrink_after` ([`shrink_landing_fill`]: where a shrink would land). The exit
+//! restore asks the same before it shrinks, and otherwise keeps the grown log
+//! (`control::restore`).
 //!
 //! **What a resize at 100 % fill does** (MariaDB `log0log.cc` `log_t::resize_start()`,
 //! `log_t::write_checkpoint()`). `resize_start` creates ib_logfile101 at the new size,
@@ -98,6 +101,29 @@ use crate::signals::Signals;
 /// [`recovery_time_s`]. Conservative on purpose; `tests/recovery.rs` measures the
 /// whole model against a private MariaDB killed with SIGKILL and prints the numbers.
 pub const REDO_APPLY_BYTES_PER_S: f64 = 20e6;
+
+/// The seconds of users' redo a shrink back to the baseline is judged on: about how
+/// long one takes to be adopted once started (the checkpoint must pass the LSN of its
+/// SET, so every page dirty then is written first; run 113's h took 110 s under its
+/// base load, tests/redo_resize.rs measures seconds on a quiet server).
+pub const SHRINK_LANDING_S: f64 = 60.0;
+
+/// Where a shrink back to `base` bytes started now would land, as a share of that
+/// log's maximum checkpoint age: the redo users write in [`SHRINK_LANDING_S`] at the
+/// window's rate. What a shrink costs is the users': it is adopted only with a
+/// checkpoint past its LSN (`log_t::write_checkpoint()`), and what they write
+/// meanwhile is the age the smaller log starts with. The grown log's own fill says
+/// nothing about that (run 113's h sent a shrink at 9 % of its 926 MiB log under a
+/// 0.7 MB/s base load, 39 % of the 128 MiB log's maximum a minute by this measure,
+/// and it was adopted 110 s later at 88 %), and neither does the age alone: an idle
+/// MariaDB keeps its checkpoint age for minutes (the page cleaner does not flush below
+/// `innodb_max_dirty_pages_pct`), and a shrink then writes those pages while nobody
+/// waits. `None` without an LSN rate or the redo geometry.
+pub fn shrink_landing_fill(s: &Signals, base: u64) -> Option<f64> {
+    let max = s.sample.redo.sync_point_at(base)?;
+    let rate = s.lsn_rate.filter(|r| r.is_finite() && *r >= 0.0)?;
+    Some(rate * SHRINK_LANDING_S / max)
+}
 
 /// Crash recovery time predicted for a checkpoint age of `age_bytes` with
 /// `dirty_pages` dirty in the buffer pool, on a device that moves `device_pages_per_s`
@@ -299,12 +325,6 @@ impl Flush {
         let s = input.signals;
         let t = s.t_ms;
         let grow = self.cfg.redo_grow_fill_pct / 100.0;
-        let shrink = self.cfg.redo_shrink_fill_pct / 100.0;
-        self.state.low_since = if fill < shrink {
-            Some(self.state.low_since.unwrap_or(t))
-        } else {
-            None
-        };
         // The episode's measurements, for the size of the grow.
         let target = self.cfg.target_fill_pct / 100.0;
         let lsn = s.lsn_rate.filter(|r| r.is_finite() && *r >= 0.0);
@@ -426,6 +446,15 @@ impl Flush {
         let (Some(&cur), Some(&base)) = (input.current.get(&knob), input.baseline.get(&knob))
         else {
             return Vec::new();
+        };
+        // Quiet is judged against the baseline log, by what users write
+        // ([`shrink_landing_fill`]), not by the grown log's fill.
+        let shrink = self.cfg.redo_shrink_fill_pct / 100.0;
+        let landing = shrink_landing_fill(s, base);
+        self.state.low_since = if landing.is_some_and(|f| f < shrink) {
+            Some(self.state.low_since.unwrap_or(t))
+        } else {
+            None
         };
         let mib = |b: u64| format!("{} MiB", b >> 20);
         if let Some(armed) = self.state.armed_at {
@@ -627,11 +656,13 @@ impl Flush {
             && low_ms >= self.cfg.redo_shrink_after.as_millis() as u64
         {
             let reason = format!(
-                "redo fill {} has stayed below {} % for {}: quiet time, {knob} back to its \
+                "users have written less than {} % of the baseline log's maximum checkpoint \
+                 age a minute for {} ({} now; redo fill {}): quiet time, {knob} back to its \
                  baseline {}",
-                pct(fill),
                 self.cfg.redo_shrink_fill_pct,
                 humantime::format_duration(Duration::from_millis(low_ms)),
+                pct(landing.unwrap_or(0.0)),
+                pct(fill),
                 mib(base)
             );
             return vec![self.propose(knob, base, Intent::Release, reason)];
@@ -1204,21 +1235,44 @@ mod tests {
             assert_eq!((p.intent, p.value), (Intent::Act, 128 << 20), "t = {t} s");
             assert!(p.reason.contains("until innopilot exits"), "{}", p.reason);
         }
-        // With redo_shrink on, quiet for 30 min: back to the baseline.
+        // With redo_shrink on, quiet for 30 min: back to the baseline. Quiet is what
+        // users write against the 64 MiB baseline's 51.2 MiB maximum: 0.1 MB/s is 11 %
+        // of it a minute, under redo_shrink_fill_pct (25 %).
         let mut f = Flush::new(FlushConfig {
             redo_shrink: true,
             ..resize_config()
         });
         let mut back = None;
         for t in 0..=1800 {
-            let ps = decide(&mut f, &caps, &cur, &signals(t, 0.1, 0.0, 100.0));
+            let quiet = with_lsn(signals(t, 0.1, 0.0, 100.0), 100_000.0);
+            let ps = decide(&mut f, &caps, &cur, &quiet);
             let p = find(&ps, Knob::LogFileSize).unwrap();
             if p.intent == Intent::Release {
-                back = Some((t, p.value));
+                back = Some((t, p.value, p.reason.clone()));
                 break;
             }
         }
-        assert_eq!(back, Some((1800, 64 << 20)));
+        let (t, v, reason) = back.expect("given back");
+        assert_eq!((t, v), (1800, 64 << 20));
+        assert!(
+            reason.contains(
+                "less than 25 % of the baseline log's maximum checkpoint age a \
+                             minute for 30m (11.2 % now"
+            ),
+            "{reason}"
+        );
+        // The grown log at 10 % says nothing: 0.3 MB/s is 34 % of the baseline's
+        // maximum a minute, and a shrink would land there.
+        let mut f = Flush::new(FlushConfig {
+            redo_shrink: true,
+            ..resize_config()
+        });
+        for t in 0..=3600 {
+            let busy = with_lsn(signals(t, 0.1, 0.0, 100.0), 300_000.0);
+            let ps = decide(&mut f, &caps, &cur, &busy);
+            let p = find(&ps, Knob::LogFileSize).unwrap();
+            assert_eq!((p.intent, p.value), (Intent::Act, 128 << 20), "t = {t} s");
+        }
         // Nothing without redo_resize, nor where the knob is read-only.
         let mut f = Flush::new(FlushConfig {
             redo_resize: false,

@@ -40,6 +40,7 @@ pub(super) fn signals(t_s: u64, fill: f64, trend: f64, flushed: f64) -> Signals 
             t_ms: t_s * 1000,
             dirty_pages: Some(20_000),
             redo: RedoSample {
+                checkpoint_age: Some((fill * (80u64 << 20) as f64) as u64),
                 sync_point: Some(80 << 20),
                 capacity: Some(100 << 20),
                 ..RedoSample::default()
