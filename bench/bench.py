@@ -134,13 +134,13 @@ ARM_DOC = {
                          "maximum checkpoint age",
     "innopilot_restart": "innopilot run, default policies, restarted (SIGTERM, then started again) 140 s into the "
                          "run, 30 s before h's second burst: the exit keeps the grown redo while users write more "
-                         "than 25 % of the baseline log's maximum checkpoint age a minute, and the next start "
-                         "carries it on",
-    "innopilot_restart_shrink": "innopilot_restart with [policy.flush] redo_shrink_fill_pct = 100: the exit shrinks "
+                         "than redo_shrink_fill_pct (5 %) of the baseline log's maximum checkpoint age a minute, and "
+                         "the next start carries it on",
+    "innopilot_restart_shrink": "innopilot_restart with [policy.flush] redo_shrink_fill_pct = 90: the exit shrinks "
                                 "the grown redo under h's base load, as every exit did before 2026-11-30",
     "innopilot_shrink30s": "innopilot run, default policies with a grown redo given back after 30 s of users "
-                           "writing under 25 % of the baseline log's maximum a minute (before 2026-11-30: 30 s under 25 % "
-                           "fill) ([policy.flush] redo_shrink = true, redo_shrink_after = \"30s\", the redo knob's min_dwell 10 s): what the shipped "
+                           "writing under redo_shrink_fill_pct of the baseline log's maximum a minute (before 2026-11-30: 30 s "
+                           "under 25 % fill) ([policy.flush] redo_shrink = true, redo_shrink_after = \"30s\", the redo knob's min_dwell 10 s): what the shipped "
                            "behaviour until 2026-11-30 (back after 30 min) does to a burst that comes back after a "
                            "quiet spell longer than that, on h's timescale (bursts 80 s apart)",
     "redo_static_innopilot": f"redo_static's server (innodb_log_file_size = {REDO_STATIC_FACTOR} x the scenario's) "
@@ -744,9 +744,10 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["[policy.flush]", "redo_shrink = true", 'redo_shrink_after = "30s"', "",
                   "[knobs.innodb_log_file_size]", 'min_dwell = "10s"', ""]
     if arm == "innopilot_restart_shrink":
-        # The exit's quiet test at 100 %: h's base load (0.7 MB/s, 39 % of the 128 MiB
-        # log's maximum a minute) passes it, and the exit shrinks as before 2026-11-30.
-        lines += ["[policy.flush]", "redo_shrink_fill_pct = 100.0", ""]
+        # The exit's quiet test at 90 % (it must stay under redo_grow_fill_pct, 95):
+        # h's base load (0.3-0.7 MB/s, 16-39 % of the 128 MiB log's maximum a minute)
+        # passes it, and the exit shrinks as before 2026-11-30.
+        lines += ["[policy.flush]", "redo_shrink_fill_pct = 90.0", ""]
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
@@ -1218,6 +1219,11 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                 res["ip_round_trips"] = max(rt) if rt else None
             except Exception:
                 res["ip_round_trips"] = None
+            if ip.poll() is not None:
+                # (the hundred-and-fourteenth run's restarted innopilot failed its start
+                # and the run went on without it, unnoticed until the audit was read)
+                log(f"!! {name}: innopilot exited {ip.returncode} during the run: "
+                    + open(os.path.join(srv.dir, 'innopilot.stderr')).read()[-600:])
             ip.send_signal(signal.SIGTERM)
             try:
                 ip.wait(timeout=30)

@@ -12,7 +12,9 @@ use super::{emit, now_unix_ms};
 use crate::config::Config;
 use crate::control::actuator::order_changes;
 use crate::control::audit::{AuditLog, Event, Mode, RestoreTrigger};
-use crate::control::state::{recovery_plan, refused_values, Refused, StateFile};
+use crate::control::state::{
+    recovery_plan, refused_values, Leave, LeaveReason, Refused, StateFile,
+};
 use crate::server::{Knob, Server, ServerError};
 
 /// What crash recovery did, knob by knob.
@@ -112,9 +114,8 @@ pub async fn recover<S: Server>(
         return Ok(report);
     }
     let refused = refused_values(saved, cfg);
-    if saved.last_set.keys().any(|k| k.is_blocking()) {
-        wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
-    }
+    let resizing = saved.last_set.keys().any(|k| k.is_blocking())
+        && wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
     let live = server.read_knobs().await?;
     let plan = recovery_plan(saved, &live);
     let mut restore = plan.restore;
@@ -139,6 +140,22 @@ pub async fn recover<S: Server>(
             tracing::info!("{message}");
             emit(audit, mode, now_unix_ms(), Event::Warning { message });
             report.carried.push((knob, to, from));
+            continue;
+        }
+        if resizing && knob.is_blocking() {
+            // A SET now would fail ("already in progress") and fail the start with it:
+            // the hundred-and-fourteenth run's restarted innopilot, after a shrink
+            // handed over at exit outlasted the 2 min wait.
+            let leave = Leave {
+                knob,
+                live: Some(from),
+                last_set: saved.last_set.get(&knob).copied().unwrap_or(from),
+                baseline: Some(to),
+                reason: LeaveReason::ResizeUnderWay,
+            };
+            tracing::warn!("{knob}: {}", leave.reason);
+            emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
+            report.left.push(knob);
             continue;
         }
         let res = server.set_knob(knob, to).await;
@@ -180,22 +197,23 @@ pub async fn recover<S: Server>(
 /// server at exit, or a grow whose client died with it), and until it ends the old
 /// size reads as in effect and MariaDB refuses another resize ("change is already in
 /// progress"): read now, the grown size would be restored over a shrink already
-/// under way, or a grow about to land taken for the baseline.
+/// under way, or a grow about to land taken for the baseline. Returns whether one is
+/// still under way when the wait ends.
 async fn wait_for_resizes<S: Server>(
     server: &mut S,
     limit: Duration,
     audit: &mut AuditLog,
     mode: Mode,
-) {
+) -> bool {
     let start = Instant::now();
     let mut announced = false;
     loop {
         let sessions = match server.resizes_under_way().await {
             Ok(s) => s,
-            Err(e) if e.is_unsupported() => return,
+            Err(e) if e.is_unsupported() => return false,
             Err(e) => {
                 tracing::warn!("cannot tell whether a redo resize is under way: {e}");
-                return;
+                return false;
             }
         };
         let Some(&(id, secs)) = sessions.first() else {
@@ -205,7 +223,7 @@ async fn wait_for_resizes<S: Server>(
                     start.elapsed()
                 );
             }
-            return;
+            return false;
         };
         if start.elapsed() >= limit {
             tracing::warn!(
@@ -213,7 +231,7 @@ async fn wait_for_resizes<S: Server>(
                  without it",
                 humantime::format_duration(limit)
             );
-            return;
+            return true;
         }
         if !announced {
             announced = true;

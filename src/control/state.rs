@@ -563,6 +563,10 @@ pub enum LeaveReason {
     /// The state has no baseline for the knob, so there is nothing to go back to
     /// (only a hand-edited file can get here: `load` rejects such files).
     NoBaseline,
+    /// A redo resize is still under way on the server after crash recovery's wait
+    /// (`server.resize_timeout`): MariaDB refuses another until it ends ("change is
+    /// already in progress"), and it ends on its own.
+    ResizeUnderWay,
 }
 
 impl std::fmt::Display for LeaveReason {
@@ -573,6 +577,11 @@ impl std::fmt::Display for LeaveReason {
             }
             LeaveReason::NotReadable => "the server does not report this variable now",
             LeaveReason::NoBaseline => "the state file has no baseline for it",
+            LeaveReason::ResizeUnderWay => {
+                "a redo resize is still under way on the server (the previous run's shrink, \
+                 handed over at its exit, or a grow it died in); the server finishes it on its \
+                 own and refuses another until then, so this run leaves the size alone"
+            }
         })
     }
 }
