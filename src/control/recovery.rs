@@ -1,5 +1,6 @@
 //! Crash recovery: what a live run that did not finish left changed goes back to its
-//! baseline before anything else, at the next start or by `innopilot restore`. State
+//! baseline before anything else, at the next start or by `innopilot restore`; a redo
+//! log it left grown is carried on by a live start instead, whose exit decides. State
 //! written for another server is never acted on, every saved value is checked against
 //! the configuration first, and a redo resize still under way is waited for before the
 //! size is read.
@@ -33,9 +34,10 @@ pub struct RecoveryReport {
     pub left: Vec<Knob>,
     /// Already at the baseline.
     pub already: Vec<Knob>,
-    /// Kept at exit by the previous run (a grown redo log, [`StateFile::kept`]) and
-    /// carried on by this one, as (knob, baseline, value in effect): restored at its
-    /// exit, not now.
+    /// A redo log the previous run left grown (kept at exit, [`StateFile::kept`]; a
+    /// shrink it handed over that did not land; or a run that died) and a live start
+    /// carries on, as (knob, baseline, value in effect): restored at its exit, when
+    /// users write little, not now.
     pub carried: Vec<(Knob, u64, u64)>,
 }
 
@@ -80,11 +82,14 @@ fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
 /// and reported. Every value is checked against `cfg` before it is set
 /// ([`refused_values`]). State written for another server is not acted on at all.
 ///
-/// With `carry_kept` (a live start), a knob the previous run kept at exit on purpose
-/// ([`StateFile::kept`], a grown redo log) and still at its value is not restored but
-/// reported in [`RecoveryReport::carried`]: shrinking it now would cost what the exit
-/// declined to (`control::restore`). `innopilot restore` passes false: the operator
-/// asked for the baseline.
+/// With `carry_redo` (a live start), a redo log the previous run left grown and still
+/// at its value is not shrunk but reported in [`RecoveryReport::carried`]: a shrink
+/// writes every page dirty at its start under the users, for minutes under a light
+/// load, and a start has not yet measured their rate; the run's own exit decides
+/// (`control::restore`). Whether the exit kept it ([`StateFile::kept`]), handed a
+/// shrink over that the server then abandoned at its statement timeout
+/// (`server.resize_timeout`; the hundred-and-fifteenth benchmark run), or the run
+/// died. `innopilot restore` passes false: the operator asked for the baseline.
 pub async fn recover<S: Server>(
     server: &mut S,
     saved: &StateFile,
@@ -92,7 +97,7 @@ pub async fn recover<S: Server>(
     target: &str,
     audit: &mut AuditLog,
     mode: Mode,
-    carry_kept: bool,
+    carry_redo: bool,
 ) -> Result<RecoveryReport, ServerError> {
     let mut report = RecoveryReport::default();
     if !same_server(saved, server, target) {
@@ -130,18 +135,6 @@ pub async fn recover<S: Server>(
             report.refused.push(r.clone());
             continue;
         }
-        if carry_kept && saved.kept.contains(&knob) && saved.last_set.get(&knob) == Some(&from) {
-            let message = format!(
-                "{knob} is at {from}, which the previous run kept at exit instead of \
-                 shrinking it back to its baseline {to} while users wrote; this run carries \
-                 it on and restores the baseline at its own exit (when quiet), as \
-                 `innopilot restore` does now"
-            );
-            tracing::info!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
-            report.carried.push((knob, to, from));
-            continue;
-        }
         if resizing && knob.is_blocking() {
             // A SET now would fail ("already in progress") and fail the start with it:
             // the hundred-and-fourteenth run's restarted innopilot, after a shrink
@@ -158,7 +151,35 @@ pub async fn recover<S: Server>(
             report.left.push(knob);
             continue;
         }
-        let res = server.set_knob(knob, to).await;
+        if carry_redo && knob.is_blocking() && to < from {
+            let how = if saved.kept.contains(&knob) {
+                ", kept at its exit while users wrote"
+            } else {
+                ""
+            };
+            let message = format!(
+                "{knob} is at {from}, grown by the previous run{how} (baseline {to}): this \
+                 run carries it on rather than shrinking it at start, before it has measured \
+                 the users' redo rate, and shrinks it back at its own exit if they write \
+                 little; `innopilot restore` puts the baseline back now"
+            );
+            tracing::info!("{message}");
+            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            report.carried.push((knob, to, from));
+            continue;
+        }
+        let mut res = server.set_knob(knob, to).await;
+        if knob.is_blocking()
+            && res
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("already in progress"))
+        {
+            // A resize that ended on the server a moment ago (stopped by its statement
+            // timeout as the wait above ended: the hundred-and-fifteenth benchmark run,
+            // both at 120 s) is still being abandoned: once more, after it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            res = server.set_knob(knob, to).await;
+        }
         let (readback, error) = match &res {
             Ok(rb) => (Some(*rb), None),
             Err(e) => (None, Some(e.to_string())),

@@ -1113,6 +1113,26 @@ mod tests {
         );
         assert!(report.restored.is_empty() && report.incomplete().is_none());
         assert_eq!(server.model().knobs()[&Knob::LogFileSize], grown);
+        // Left grown any other way (a run that died, a handed-over shrink that did not
+        // land), a live start carries it on too.
+        let mut died = state.clone();
+        died.kept.clear();
+        let report = rt
+            .block_on(crate::control::recover(
+                &mut server,
+                &died,
+                &cfg,
+                "simulator",
+                &mut AuditLog::discard(),
+                crate::control::audit::Mode::Live,
+                true,
+            ))
+            .unwrap();
+        assert_eq!(
+            report.carried,
+            [(Knob::LogFileSize, base, grown)],
+            "{report:?}"
+        );
         let report = rt
             .block_on(crate::control::recover(
                 &mut server,
