@@ -1095,17 +1095,20 @@ mod tests {
             .build()
             .unwrap();
         let cfg = Config::default();
-        let report = rt
-            .block_on(crate::control::recover(
-                &mut server,
-                &state,
-                &cfg,
-                "simulator",
-                &mut AuditLog::discard(),
-                crate::control::audit::Mode::Live,
-                true,
-            ))
-            .unwrap();
+        let recover =
+            |server: &mut SimServer, saved: &crate::control::state::StateFile, carry: bool| {
+                rt.block_on(crate::control::recover(
+                    server,
+                    saved,
+                    &cfg,
+                    "simulator",
+                    &mut AuditLog::discard(),
+                    crate::control::audit::Mode::Live,
+                    carry,
+                ))
+                .unwrap()
+            };
+        let report = recover(&mut server, &state, true);
         assert_eq!(
             report.carried,
             [(Knob::LogFileSize, base, grown)],
@@ -1117,33 +1120,13 @@ mod tests {
         // land), a live start carries it on too.
         let mut died = state.clone();
         died.kept.clear();
-        let report = rt
-            .block_on(crate::control::recover(
-                &mut server,
-                &died,
-                &cfg,
-                "simulator",
-                &mut AuditLog::discard(),
-                crate::control::audit::Mode::Live,
-                true,
-            ))
-            .unwrap();
+        let report = recover(&mut server, &died, true);
         assert_eq!(
             report.carried,
             [(Knob::LogFileSize, base, grown)],
             "{report:?}"
         );
-        let report = rt
-            .block_on(crate::control::recover(
-                &mut server,
-                &state,
-                &cfg,
-                "simulator",
-                &mut AuditLog::discard(),
-                crate::control::audit::Mode::Live,
-                false,
-            ))
-            .unwrap();
+        let report = recover(&mut server, &state, false);
         assert_eq!(report.restored, [Knob::LogFileSize], "{report:?}");
         assert_eq!(server.model().knobs()[&Knob::LogFileSize], base);
     }
