@@ -322,9 +322,9 @@ impl Actuator {
         self.persist(now_unix_ms)
     }
 
-    /// Takes over a knob a previous run kept at exit ([`Actuator::keep`]): its
-    /// `baseline` is the one to restore, and the value in effect, `now`, is
-    /// innopilot's.
+    /// Takes over a redo log a previous run left grown (kept at exit,
+    /// [`Actuator::keep`], or any other way: `control::recover`): its `baseline` is
+    /// the one to restore, and the value in effect, `now`, is innopilot's.
     pub fn carry(
         &mut self,
         knob: Knob,

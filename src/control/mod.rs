@@ -325,7 +325,7 @@ impl<S: Server> Controller<S> {
         let store = StateStore::new(cfg.control.state_file.clone());
         let mut store_opt = None;
         let mut lock = None;
-        // Grown redo logs the previous run kept at exit: (knob, baseline, value).
+        // Redo logs the previous run left grown, carried on: (knob, baseline, value).
         let mut carried = Vec::new();
         if !dry_run {
             store.check_writable()?;
