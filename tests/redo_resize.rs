@@ -553,20 +553,26 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     let (db, mut server) = slow_flushing_server().await;
     let dir = tempfile::tempdir().unwrap();
     let state_path = dir.path().join("state.json");
-    // What a run that grew the log and kept it at exit leaves.
+    // What a run that grew the log and kept it at exit leaves, written now: a state
+    // older than the server's start would be a server that restarted since, whose
+    // size is its own (`LeaveReason::ServerRestarted`; checked at the end).
     let readback = server
         .set_knob(Knob::LogFileSize, GROWN)
         .await
         .expect("grow");
     assert_eq!(readback, GROWN);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let mut saved = StateFile::new(
         1,
         "the test's server".into(),
-        0,
+        now_ms,
         [(Knob::LogFileSize, BASE)].into(),
     );
     saved.instance = server.instance();
-    saved.record_set(Knob::LogFileSize, GROWN, 1);
+    saved.record_set(Knob::LogFileSize, GROWN, now_ms);
     saved.kept = vec![Knob::LogFileSize];
     let store = innopilot::control::state::StateStore::new(&state_path);
     store.save(&saved).unwrap();
@@ -631,6 +637,37 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     let st = store.load().unwrap().unwrap();
     assert!(st.clean && st.kept.is_empty(), "{st:?}");
     assert!(!db.datadir().join("ib_logfile101").exists());
+
+    // 3. The same kept state as if written before the server last started (here: a
+    // second after the epoch): the size in effect is the server's own, left alone.
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.expect("probe");
+    server
+        .set_knob(Knob::LogFileSize, GROWN)
+        .await
+        .expect("grow");
+    let mut before_start = saved.clone();
+    before_start.updated_unix_ms = 1_000;
+    let mut cfg = Config::default();
+    cfg.knobs.get_mut(&Knob::LogFileSize).unwrap().min = BASE;
+    let report = recover(
+        &mut server,
+        &before_start,
+        &cfg,
+        "the test's server",
+        &mut AuditLog::discard(),
+        Mode::Live,
+        true,
+    )
+    .await
+    .expect("recovery");
+    assert_eq!(
+        (report.left.as_slice(), report.carried.as_slice()),
+        ([Knob::LogFileSize].as_slice(), [].as_slice()),
+        "{report:?}"
+    );
+    assert_eq!(current_size(&db).await, GROWN);
 }
 
 /// `@@innodb_log_file_size` as the server reports it now.

@@ -123,6 +123,21 @@ pub async fn recover<S: Server>(
         && wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
     let live = server.read_knobs().await?;
     let plan = recovery_plan(saved, &live);
+    // Whether the server has restarted since the state was last written (its start,
+    // now − Uptime, more than 5 s after: Uptime counts whole seconds). Asked only
+    // before carrying a redo log on, the one value an operator is told to write into
+    // the option files.
+    let restarted_since = if carry_redo && plan.restore.iter().any(|(k, _, _)| k.is_blocking()) {
+        match server.sample().await {
+            Ok(s) => s.uptime_s.is_some_and(|up| {
+                now_unix_ms().saturating_sub(up.saturating_mul(1000))
+                    > saved.updated_unix_ms.saturating_add(5_000)
+            }),
+            Err(_) => false,
+        }
+    } else {
+        false
+    };
     let mut restore = plan.restore;
     order_changes(&mut restore);
     for (knob, from, to) in restore {
@@ -147,6 +162,19 @@ pub async fn recover<S: Server>(
                 reason: LeaveReason::ResizeUnderWay,
             };
             tracing::warn!("{knob}: {}", leave.reason);
+            emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
+            report.left.push(knob);
+            continue;
+        }
+        if carry_redo && knob.is_blocking() && to < from && restarted_since {
+            let leave = Leave {
+                knob,
+                live: Some(from),
+                last_set: saved.last_set.get(&knob).copied().unwrap_or(from),
+                baseline: Some(to),
+                reason: LeaveReason::ServerRestarted,
+            };
+            tracing::info!("{knob}: {}", leave.reason);
             emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
             report.left.push(knob);
             continue;

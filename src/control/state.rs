@@ -567,6 +567,10 @@ pub enum LeaveReason {
     /// (`server.resize_timeout`): MariaDB refuses another until it ends ("change is
     /// already in progress"), and it ends on its own.
     ResizeUnderWay,
+    /// The server has restarted since the state was last written: no SET GLOBAL of
+    /// that run is in effect, and a value equal to one is the server's own (its option
+    /// files: the advice after a grow says to write the grown size there).
+    ServerRestarted,
 }
 
 impl std::fmt::Display for LeaveReason {
@@ -577,6 +581,11 @@ impl std::fmt::Display for LeaveReason {
             }
             LeaveReason::NotReadable => "the server does not report this variable now",
             LeaveReason::NoBaseline => "the state file has no baseline for it",
+            LeaveReason::ServerRestarted => {
+                "the server has restarted since the previous run last wrote its state, so \
+                 this value is the server's own configuration, not innopilot's: left alone, \
+                 and it is this run's baseline"
+            }
             LeaveReason::ResizeUnderWay => {
                 "a redo resize is still under way on the server (the previous run's shrink, \
                  handed over at its exit, or a grow it died in); the server finishes it on its \

@@ -1126,6 +1126,18 @@ mod tests {
             [(Knob::LogFileSize, base, grown)],
             "{report:?}"
         );
+        // A server restarted since the state was written (its uptime, a day here,
+        // goes back further than the file) runs its own configuration: the size is
+        // left alone and is the next run's baseline.
+        let mut old = state.clone();
+        old.updated_unix_ms = 1;
+        let report = recover(&mut server, &old, true);
+        assert_eq!(
+            (report.left.as_slice(), report.carried.as_slice()),
+            ([Knob::LogFileSize].as_slice(), [].as_slice()),
+            "{report:?}"
+        );
+        assert_eq!(server.model().knobs()[&Knob::LogFileSize], grown);
         let report = recover(&mut server, &state, false);
         assert_eq!(report.restored, [Knob::LogFileSize], "{report:?}");
         assert_eq!(server.model().knobs()[&Knob::LogFileSize], base);
