@@ -150,31 +150,26 @@ pub async fn recover<S: Server>(
             report.refused.push(r.clone());
             continue;
         }
-        if resizing && knob.is_blocking() {
-            // A SET now would fail ("already in progress") and fail the start with it:
-            // the hundred-and-fourteenth run's restarted innopilot, after a shrink
-            // handed over at exit outlasted the 2 min wait.
+        // A SET now would fail ("already in progress") and fail the start with it
+        // (the hundred-and-fourteenth run's restarted innopilot, after a shrink handed
+        // over at exit outlasted the 2 min wait); and after a server restart the size
+        // is the server's own.
+        let left_because = if resizing && knob.is_blocking() {
+            Some(LeaveReason::ResizeUnderWay)
+        } else if carry_redo && knob.is_blocking() && to < from && restarted_since {
+            Some(LeaveReason::ServerRestarted)
+        } else {
+            None
+        };
+        if let Some(reason) = left_because {
             let leave = Leave {
                 knob,
                 live: Some(from),
                 last_set: saved.last_set.get(&knob).copied().unwrap_or(from),
                 baseline: Some(to),
-                reason: LeaveReason::ResizeUnderWay,
+                reason,
             };
             tracing::warn!("{knob}: {}", leave.reason);
-            emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
-            report.left.push(knob);
-            continue;
-        }
-        if carry_redo && knob.is_blocking() && to < from && restarted_since {
-            let leave = Leave {
-                knob,
-                live: Some(from),
-                last_set: saved.last_set.get(&knob).copied().unwrap_or(from),
-                baseline: Some(to),
-                reason: LeaveReason::ServerRestarted,
-            };
-            tracing::info!("{knob}: {}", leave.reason);
             emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
             report.left.push(knob);
             continue;
