@@ -482,37 +482,21 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
     );
 }
 
-/// Audit records written to memory.
-#[derive(Clone, Default)]
-struct Records(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Records {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Records {
-    fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        String::from_utf8(self.0.lock().unwrap().clone())
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|r| r["event"] == name)
-            .collect()
-    }
+/// The audit records of one event in the log at `path`.
+fn events(path: &std::path::Path, name: &str) -> Vec<serde_json::Value> {
+    common::run::read_jsonl(path)
+        .into_iter()
+        .filter(|r| r["event"] == name)
+        .collect()
 }
 
 /// A controller on `db` with the state file `state` and the test's redo bounds,
-/// started (crash recovery done), its audit records in memory.
+/// started (crash recovery done), its audit log at `audit`.
 async fn controller(
     db: &MariaDb,
     state: &std::path::Path,
-) -> (innopilot::control::Controller<LiveServer>, Records) {
+    audit: &std::path::Path,
+) -> innopilot::control::Controller<LiveServer> {
     let target = parse_dsn(&db.dsn()).unwrap();
     let server = LiveServer::new(target, LiveOptions::default());
     let mut cfg = Config::default();
@@ -521,17 +505,16 @@ async fn controller(
     cfg.control.restore_timeout = Duration::from_secs(60);
     // The test's redo is smaller than the shipped lower bound (64 MiB).
     cfg.knobs.get_mut(&Knob::LogFileSize).unwrap().min = 32 * MIB;
-    let records = Records::default();
-    let audit = AuditLog::to_writer(Box::new(records.clone()));
+    cfg.audit.path = audit.to_path_buf();
+    let audit = AuditLog::open(&cfg.audit).expect("the audit log");
     let opts = innopilot::control::RunOptions {
         dry_run: false,
         config_path: None,
         target: "the test's server".into(),
     };
-    let ctl = innopilot::control::Controller::start(server, cfg, opts, audit)
+    innopilot::control::Controller::start(server, cfg, opts, audit)
         .await
-        .expect("the controller starts");
-    (ctl, records)
+        .expect("the controller starts")
 }
 
 /// The exit restore against the real server (`control::restore`,
@@ -581,7 +564,8 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     // 1. Under load: carried on at start, kept at exit.
     let load = db.spawn_update_load(4);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (mut ctl, records) = controller(&db, &state_path).await;
+    let busy_audit = dir.path().join("busy.audit.jsonl");
+    let mut ctl = controller(&db, &state_path, &busy_audit).await;
     assert_eq!(
         ctl.baseline().get(&Knob::LogFileSize),
         Some(&BASE),
@@ -593,7 +577,7 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert!(ctl.shutdown("test: busy").await, "keeping is not a failure");
-    let kept = records.events("kept");
+    let kept = events(&busy_audit, "kept");
     eprintln!("busy exit: {kept:?}");
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(
@@ -610,7 +594,8 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
 
     // 2. Quiet: carried on again, and shrunk back at exit.
     let age = db.status_u64("Innodb_checkpoint_age").await;
-    let (mut ctl, records) = controller(&db, &state_path).await;
+    let quiet_audit = dir.path().join("quiet.audit.jsonl");
+    let mut ctl = controller(&db, &state_path, &quiet_audit).await;
     assert_eq!(ctl.baseline().get(&Knob::LogFileSize), Some(&BASE));
     for _ in 0..4 {
         ctl.tick().await.expect("a tick");
@@ -626,9 +611,9 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
         "quiet exit: {age} bytes of checkpoint age at start, users writing {rate:?} B/s; \
          the shrink took {took:?} and landed at {landed_age} of {max} ({:.1} %); {:?}",
         landed_age as f64 / max as f64 * 100.0,
-        records.events("restore")
+        events(&quiet_audit, "restore")
     );
-    assert!(records.events("kept").is_empty());
+    assert!(events(&quiet_audit, "kept").is_empty());
     assert_eq!(current_size(&db).await, BASE, "shrunk back at a quiet exit");
     assert!(
         (landed_age as f64) < max as f64 * 0.25,
