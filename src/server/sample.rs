@@ -179,6 +179,11 @@ pub fn parse_u64(value: &str) -> Result<u64, String> {
     if v.starts_with('-') {
         return Err(format!("negative value {v:?}"));
     }
+    // `str::parse` takes a leading '+'; the server never writes one, so a value that
+    // has it is not the server's number.
+    if v.starts_with('+') {
+        return Err(format!("signed value {v:?}"));
+    }
     let v = match v.split_once('.') {
         Some((whole, frac))
             if !whole.is_empty() && !frac.is_empty() && frac.bytes().all(|b| b == b'0') =>
@@ -429,6 +434,7 @@ mod tests {
         assert!(parse_u64("1.").is_err());
         assert!(parse_u64(".5").is_err());
         assert!(parse_u64("1.0.0").is_err());
+        assert!(parse_u64("+2").is_err());
     }
 
     /// Run 113's logs: 926 MiB grown, 128 MiB baseline, the sync point 80.5 % of each.
