@@ -120,13 +120,21 @@ async fn respelled_dsn_after_kill_is_restored_and_foreign_state_is_kept() {
     drop(other);
 
     // The same server spelled differently (localhost, over the socket): it is the
-    // same server, so the crash is recovered and the real baseline kept.
+    // same server, so the crash is recovered and the real baseline kept, and what
+    // the dead run measured of the device is taken up.
+    tamper(&run.state(), |v| {
+        v["learned"] = serde_json::json!({"device_limit_pages_s": 777.5, "unix_ms": 1});
+    });
     let child = started(&run, &db.socket_dsn()).await;
     let recs = run.records();
     let start = events(&recs, "start").last().cloned().unwrap().clone();
     assert_eq!(
         start["baseline"]["innodb_purge_threads"], baseline,
         "{start}"
+    );
+    assert_eq!(
+        start["recalled"]["device_limit_pages_s"], 777.5,
+        "the same server's measurement: {start}"
     );
     assert!(
         events(&recs, "restore")
@@ -138,6 +146,12 @@ async fn respelled_dsn_after_kill_is_restored_and_foreign_state_is_kept() {
     let (code, err) = wait_exit(child, Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(knob_values(&db).await, startup);
+    // A clean exit keeps it for the next start.
+    let state = std::fs::read_to_string(run.state()).unwrap();
+    assert!(
+        state.contains("\"clean\": true") && state.contains("\"device_limit_pages_s\": 777.5"),
+        "{state}"
+    );
 }
 
 /// Breaks or repairs a file's ownership or mode.

@@ -368,6 +368,7 @@ pub fn controller_json(state: Option<&StateFile>, lock: &LockState) -> Value {
                 "operator_owned": st.operator_owned,
                 "handed_over": st.handed_over,
                 "kept": st.kept,
+                "learned": st.learned,
                 "lock_unknown": match &run {
                     RunState::Unknown(why) => Some(why.as_str()),
                     _ => None,
@@ -424,8 +425,9 @@ pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
     let head = match RunState::of(st, lock) {
         RunState::Finished => {
             return format!(
-                "\ncontroller   last run (pid {}) finished cleanly\n",
-                st.pid
+                "\ncontroller   last run (pid {}) finished cleanly\n{}",
+                st.pid,
+                learned_text(st)
             )
         }
         RunState::Running(pid) => format!("running: pid {pid} on {}", st.server),
@@ -473,7 +475,24 @@ pub fn controller_text(state: Option<&StateFile>, lock: &LockState) -> String {
             "  operator   {k} = {v}: changed by someone else; innopilot leaves it alone (`innopilot release {k}` hands it back)\n"
         ));
     }
+    out.push_str(&learned_text(st));
     out
+}
+
+/// The state file's `learned` as a line of `status` (empty when nothing was measured).
+fn learned_text(st: &StateFile) -> String {
+    let Some(r) = &st.learned else {
+        return String::new();
+    };
+    let Some(limit) = r.learned.device_limit_pages_s else {
+        return String::new();
+    };
+    let when = std::time::UNIX_EPOCH + Duration::from_millis(r.unix_ms);
+    format!(
+        "  learned    the device flushes about {limit:.0} pages/s when it is the limit \
+         (last measured {}; the next start on this server begins from it)\n",
+        humantime::format_rfc3339_seconds(when)
+    )
 }
 
 /// `status` as a human table.
@@ -683,6 +702,25 @@ mod tests {
             json["handed_over"],
             serde_json::json!(["innodb_log_file_size"])
         );
+
+        let mut finished = unclean(Vec::new());
+        finished.clean = true;
+        assert!(!controller_text(Some(&finished), &LockState::Free).contains("learned"));
+        finished.learned = Some(crate::control::state::Remembered {
+            learned: crate::policy::Learned {
+                device_limit_pages_s: Some(495.4),
+            },
+            unix_ms: 1_796_040_000_000,
+        });
+        let text = controller_text(Some(&finished), &LockState::Free);
+        assert!(
+            text.contains("finished cleanly")
+                && text.contains("learned    the device flushes about 495 pages/s")
+                && text.contains("2026-11-30T"),
+            "{text}"
+        );
+        let json = controller_json(Some(&finished), &LockState::Free);
+        assert_eq!(json["learned"]["device_limit_pages_s"], 495.4, "{json}");
 
         let mut kept = unclean(Vec::new());
         kept.kept = vec![Knob::LogFileSize];

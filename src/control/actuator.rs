@@ -322,6 +322,42 @@ impl Actuator {
         self.persist(now_unix_ms)
     }
 
+    /// What the policies have measured, as the state file holds it.
+    pub fn learned(&self) -> Option<&crate::control::state::Remembered> {
+        self.state.learned.as_ref()
+    }
+
+    /// Keeps what the policies have measured ([`crate::policy::Learned`]) in the state
+    /// file: written now when it is news ([`crate::policy::Learned::news_since`]), else
+    /// with the file's next write (the exit's at the latest). Nothing learned never
+    /// erases what an earlier run left.
+    pub fn remember(
+        &mut self,
+        learned: crate::policy::Learned,
+        now_unix_ms: u64,
+    ) -> Result<(), crate::control::state::StateError> {
+        // A value the file would refuse would make every later write of it (each
+        // SET's) fail: it is not kept.
+        if learned.is_empty()
+            || learned.check().is_err()
+            || self.state.learned.is_some_and(|r| r.learned == learned)
+        {
+            return Ok(());
+        }
+        let news = self
+            .state
+            .learned
+            .is_none_or(|r| learned.news_since(&r.learned));
+        self.state.learned = Some(crate::control::state::Remembered {
+            learned,
+            unix_ms: now_unix_ms,
+        });
+        if news {
+            self.persist(now_unix_ms)?;
+        }
+        Ok(())
+    }
+
     /// Takes over a redo log a previous run left grown (kept at exit,
     /// [`Actuator::keep`], or any other way: `control::recover`): its `baseline` is
     /// the one to restore, and the value in effect, `now`, is innopilot's.

@@ -139,6 +139,10 @@ pub enum Event {
         capabilities: serde_json::Value,
         baseline: KnobValues,
         config_path: Option<String>,
+        /// What an earlier run on this server measured about the machine, taken up by
+        /// the policies (the state file's `learned`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recalled: Option<crate::control::state::Remembered>,
     },
     /// The arbiter's winning proposal for one knob, and what became of it.
     Decision {
@@ -865,6 +869,12 @@ mod tests {
                 capabilities: serde_json::json!({"purge_threads": "dynamic"}),
                 baseline,
                 config_path: Some("/etc/innopilot.toml".into()),
+                recalled: Some(crate::control::state::Remembered {
+                    learned: crate::policy::Learned {
+                        device_limit_pages_s: Some(495.0),
+                    },
+                    unix_ms: 1_714_560_000_000,
+                }),
             },
             Event::Decision {
                 policy: "watermark".into(),
@@ -953,6 +963,7 @@ mod tests {
                     "flavor",
                     "innopilot_version",
                     "pid",
+                    "recalled",
                     "server",
                     "version",
                 ],

@@ -327,6 +327,8 @@ impl<S: Server> Controller<S> {
         let mut lock = None;
         // Redo logs the previous run left grown, carried on: (knob, baseline, value).
         let mut carried = Vec::new();
+        // What an earlier run on this server measured about the machine.
+        let mut recalled = None;
         if !dry_run {
             store.check_writable()?;
             // Held for the run's life: a second live run on this state file would
@@ -347,6 +349,7 @@ impl<S: Server> Controller<S> {
                 }
                 Err(e) => return Err(e.into()),
             };
+            recalled = recallable(saved.as_ref(), &server, &opts.target);
             if let Some(saved) = saved.filter(|s| !s.clean) {
                 let report = recover(
                     &mut server,
@@ -374,6 +377,7 @@ impl<S: Server> Controller<S> {
             }
             store_opt = Some(store);
         } else if let Some(saved) = store.peek() {
+            recalled = recallable(Some(&saved), &server, &opts.target);
             if !saved.clean {
                 // A healthy live run holds the lock: its state is unclean because it
                 // is running, and restoring would undo its work.
@@ -396,6 +400,7 @@ impl<S: Server> Controller<S> {
             baseline.clone(),
         );
         state.instance = server.instance();
+        state.learned = recalled;
         let mut actuator = Actuator::new(dry_run, store_opt, state);
         actuator.persist(now_unix_ms())?;
         for (knob, base, now) in carried {
@@ -418,9 +423,13 @@ impl<S: Server> Controller<S> {
                 // With a carried log's baseline, not its grown size.
                 baseline: actuator.baseline().clone(),
                 config_path: opts.config_path.clone(),
+                recalled,
             },
         );
-        let policies = crate::policy::build(&cfg.policy);
+        let mut policies = crate::policy::build(&cfg.policy);
+        if let Some(r) = &recalled {
+            crate::policy::recall(&mut policies, &r.learned);
+        }
         let guard = Guard::new(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         Ok(Controller {
             window: SignalWindow::new(cfg.sampler.window),
@@ -524,6 +533,11 @@ impl<S: Server> Controller<S> {
 
     pub fn guard(&self) -> &Guard {
         &self.guard
+    }
+
+    /// What the policies have measured about the machine so far.
+    pub fn learned(&self) -> crate::policy::Learned {
+        crate::policy::learned(&self.policies)
     }
 
     pub fn last_signals(&self) -> Option<&Signals> {
@@ -877,6 +891,15 @@ impl<S: Server> Controller<S> {
             &self.guard,
         );
         let t_ms = signals.t_ms;
+        let learned = crate::policy::learned(&self.policies);
+        if let Err(e) = self.actuator.remember(learned, signals.sample.unix_ms) {
+            // Only a measurement is lost: the next SET's write of the same file is
+            // the one that guards the server, and it fails loudly.
+            self.telemetry.count_error("state_file");
+            let message = format!("could not save what innopilot measured to the state file: {e}");
+            tracing::warn!("{message}");
+            self.emit(Event::Warning { message });
+        }
         for held in plan.unchanged {
             self.last_reject.remove(&held.knob);
             let rules = hold_rules(&held.decision, &held.notes);
@@ -1264,7 +1287,10 @@ impl<S: Server> Controller<S> {
         self.guard
             .set_limits(cfg.knobs.clone(), cfg.control.max_sets_per_minute);
         if cfg.policy != old.policy {
+            // New policies, the same machine: what the old ones measured carries over.
+            let learned = crate::policy::learned(&self.policies);
             self.policies = crate::policy::build(&cfg.policy);
+            crate::policy::recall(&mut self.policies, &learned);
         }
         if cfg.sampler.window != old.sampler.window {
             self.window = SignalWindow::new(cfg.sampler.window);
@@ -1295,6 +1321,18 @@ impl<S: Server> Controller<S> {
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+}
+
+/// What `saved` remembers of the machine, when it was written for the server connected
+/// now: a device measured behind another server's data directory says nothing here.
+fn recallable<S: Server>(
+    saved: Option<&StateFile>,
+    server: &S,
+    target: &str,
+) -> Option<crate::control::state::Remembered> {
+    saved
+        .filter(|s| recovery::same_server(s, server, target))
+        .and_then(|s| s.learned)
 }
 
 fn quote_account(account: &str) -> String {

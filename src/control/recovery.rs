@@ -70,7 +70,7 @@ pub(super) fn describe_server<S: Server>(server: &S, target: &str) -> String {
 
 /// Whether `saved` was written for the server connected now: by what the server is
 /// when both sides know it, else (older files, the simulator) by the target string.
-fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
+pub(super) fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str) -> bool {
     match (&saved.instance, server.instance()) {
         (Some(theirs), Some(ours)) => *theirs == ours,
         _ => saved.server == target,

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{hard_range, Config};
+use crate::policy::Learned;
 use crate::server::{Knob, KnobValues};
 
 /// The state file format version this build writes and reads.
@@ -72,7 +73,22 @@ pub struct StateFile {
     /// `innopilot status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept: Vec<Knob>,
+    /// What the policies measured about the machine ([`Learned`]), and when it was
+    /// last written: recalled by the next start on the same server, clean exit or
+    /// not. Absent until something is measured, and in files written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<Remembered>,
     pub updated_unix_ms: u64,
+}
+
+/// [`Learned`] as the state file keeps it: with when it was written.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Remembered {
+    #[serde(flatten)]
+    pub learned: Learned,
+    /// When these values were last written (Unix ms).
+    pub unix_ms: u64,
 }
 
 impl StateFile {
@@ -91,6 +107,7 @@ impl StateFile {
             operator_owned: KnobValues::new(),
             handed_over: Vec::new(),
             kept: Vec::new(),
+            learned: None,
             updated_unix_ms: now_unix_ms,
         }
     }
@@ -124,6 +141,9 @@ impl StateFile {
             .find(|k| !self.baseline.contains_key(k))
         {
             return Err(format!("last_set has {k} but baseline does not"));
+        }
+        if let Some(r) = &self.learned {
+            r.learned.check()?;
         }
         Ok(())
     }
@@ -741,7 +761,35 @@ mod tests {
         s.record_set(Knob::IoCapacity, 20_000, 1_700_000_002_000);
         s.clean = true;
         store.save(&s).unwrap();
+        assert_eq!(store.load().unwrap(), Some(s.clone()));
+
+        // What the policies measured, flat beside its time.
+        s.learned = Some(Remembered {
+            learned: Learned {
+                device_limit_pages_s: Some(495.5),
+            },
+            unix_ms: 1_700_000_003_000,
+        });
+        store.save(&s).unwrap();
+        let text = fs::read_to_string(store.path()).unwrap();
+        assert!(
+            text.contains("\"device_limit_pages_s\": 495.5")
+                && text.contains("\"unix_ms\": 1700000003000"),
+            "{text}"
+        );
         assert_eq!(store.load().unwrap(), Some(s));
+    }
+
+    /// A file written before `learned` existed reads as one with nothing learned.
+    #[test]
+    fn a_file_without_learned_reads() {
+        let d = tempfile::tempdir().unwrap();
+        let store = StateStore::new(d.path().join("state.json"));
+        let s = sample_state();
+        store.save(&s).unwrap();
+        let text = fs::read_to_string(store.path()).unwrap();
+        assert!(!text.contains("learned"), "{text}");
+        assert_eq!(store.load().unwrap().unwrap().learned, None);
     }
 
     #[test]
@@ -901,6 +949,23 @@ mod tests {
         assert!(msg.contains("innodb_purge_batch_size"), "{msg}");
         // ... and save refuses to write such a state in the first place.
         assert!(store.save(&s).is_err());
+
+        // A learned rate no device flushes: not innopilot's writing.
+        for bad in ["-1.0", "0.0", "1e12"] {
+            let text = serde_json::to_string(&sample_state())
+                .unwrap()
+                .replacen(
+                    "\"updated_unix_ms\"",
+                    &format!("\"learned\":{{\"device_limit_pages_s\":{bad},\"unix_ms\":1}},\"updated_unix_ms\""),
+                    1,
+                );
+            fs::write(&path, text).unwrap();
+            let msg = store.load().unwrap_err().to_string();
+            assert!(
+                msg.contains("device_limit_pages_s") && msg.contains("remove it"),
+                "{bad}: {msg}"
+            );
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod server_model;
 pub mod undo;
 pub mod watermark;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::server::{Capabilities, Knob, KnobValues};
 use crate::signals::Signals;
@@ -202,6 +202,57 @@ pub(crate) fn boxed_if<P: Policy + 'static>(enabled: bool, policy: P) -> Option<
     enabled.then(|| Box::new(policy) as Box<dyn Policy>)
 }
 
+/// What the policies have measured about the machine that stays true beyond one run,
+/// and takes a stall to measure: carried across a configuration reload (which rebuilds
+/// the policies) and, in the state file, to the next start on the same server.
+///
+/// The hundred-and-fifteenth benchmark run's h: an innopilot restarted 140 s in had
+/// not measured the device yet, left innodb_io_capacity_max at 2 000 where the first
+/// process had learned 495, and the next burst ran at 0.78× the arm without a restart
+/// while the page cleaner's batches held users.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct Learned {
+    /// The pages a second the device wrote while it was the page cleaner's limit
+    /// (`flush::Device::limit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_limit_pages_s: Option<f64>,
+}
+
+impl Learned {
+    /// A device limit no device reaches (pages/s): a value above it (or not a
+    /// positive number) in a state file was not written by innopilot.
+    pub const MAX_DEVICE_PAGES_S: f64 = 1e9;
+
+    /// Nothing learned.
+    pub fn is_empty(&self) -> bool {
+        self.device_limit_pages_s.is_none()
+    }
+
+    /// Why these values cannot be innopilot's, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        match self.device_limit_pages_s {
+            Some(l) if !(l.is_finite() && l > 0.0 && l <= Self::MAX_DEVICE_PAGES_S) => Err(
+                format!(
+                    "learned device_limit_pages_s {l} is not a rate a device flushes (0 < rate ≤ {:.0})",
+                    Self::MAX_DEVICE_PAGES_S
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `self` says something `before` did not, or moved a value by more than a
+    /// tenth: worth writing to the state file now rather than at the next write. The
+    /// limit is an average updated every second users are held; a write a second during
+    /// a stall would be I/O on the device that is the limit.
+    pub fn news_since(&self, before: &Learned) -> bool {
+        match (self.device_limit_pages_s, before.device_limit_pages_s) {
+            (Some(now), Some(then)) => (now - then).abs() > 0.1 * then,
+            (now, then) => now.is_some() && then.is_none(),
+        }
+    }
+}
+
 /// A control policy.
 pub trait Policy: Send {
     fn id(&self) -> PolicyId;
@@ -211,6 +262,72 @@ pub trait Policy: Send {
     /// Forgets internal state (after a reconnect or a server restart, or when the
     /// operator hands a knob back) so the next decision starts without a bump.
     fn reset(&mut self) {}
+    /// Adds what this policy has measured about the machine to `into` ([`Learned`]).
+    fn learned(&self, into: &mut Learned) {
+        let _ = into;
+    }
+    /// Starts from what an earlier run, or the policy this one replaces, measured.
+    fn recall(&mut self, from: &Learned) {
+        let _ = from;
+    }
+}
+
+/// What `policies` have measured, together.
+pub fn learned(policies: &[Box<dyn Policy>]) -> Learned {
+    let mut l = Learned::default();
+    for p in policies {
+        p.learned(&mut l);
+    }
+    l
+}
+
+/// Hands `from` to every policy.
+pub fn recall(policies: &mut [Box<dyn Policy>], from: &Learned) {
+    for p in policies {
+        p.recall(from);
+    }
+}
+
+#[cfg(test)]
+mod learned_tests {
+    use super::Learned;
+    use proptest::prelude::*;
+
+    fn limit(l: f64) -> Learned {
+        Learned {
+            device_limit_pages_s: Some(l),
+        }
+    }
+
+    #[test]
+    fn only_a_rate_a_device_flushes_passes() {
+        for good in [0.5, 495.0, Learned::MAX_DEVICE_PAGES_S] {
+            assert!(limit(good).check().is_ok(), "{good}");
+        }
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 2e9] {
+            let e = limit(bad).check().unwrap_err();
+            assert!(e.contains("device_limit_pages_s"), "{bad}: {e}");
+        }
+        assert!(Learned::default().check().is_ok());
+    }
+
+    proptest! {
+        /// News: a first value, or a move of more than a tenth either way; never
+        /// the loss of one (a run that measured nothing keeps the last run's).
+        #[test]
+        fn news_is_a_first_value_or_a_tenth(then in 1.0f64..1e6, ratio in 0.5f64..1.5) {
+            let now = then * ratio;
+            prop_assert!(limit(now).news_since(&Learned::default()));
+            prop_assert!(!Learned::default().news_since(&limit(then)));
+            if (ratio - 1.0).abs() > 0.11 {
+                prop_assert!(limit(now).news_since(&limit(then)));
+            }
+            if (ratio - 1.0).abs() < 0.09 {
+                prop_assert!(!limit(now).news_since(&limit(then)));
+            }
+            prop_assert!(!limit(then).news_since(&limit(then)));
+        }
+    }
 }
 
 /// Test helpers shared by the policies' tests: probed capabilities per flavor and a

@@ -120,12 +120,30 @@ pub(crate) struct Driven {
 pub(crate) fn drive_controller_audited<S: Server>(
     server: S,
     handle: &SimServer,
-    mut cfg: Config,
+    cfg: Config,
     label: &str,
     audit: AuditLog,
 ) -> Result<Driven, String> {
+    drive_controller_after(server, handle, cfg, label, audit, None)
+}
+
+/// [`drive_controller_audited`] with the state file an earlier run left, `earlier`:
+/// a restart.
+pub(crate) fn drive_controller_after<S: Server>(
+    server: S,
+    handle: &SimServer,
+    mut cfg: Config,
+    label: &str,
+    audit: AuditLog,
+    earlier: Option<&crate::control::state::StateFile>,
+) -> Result<Driven, String> {
     let dir = TempDir::new(label).map_err(|e| e.to_string())?;
     cfg.control.state_file = dir.0.join("state.json");
+    if let Some(saved) = earlier {
+        crate::control::state::StateStore::new(&cfg.control.state_file)
+            .save(saved)
+            .map_err(|e| e.to_string())?;
+    }
     cfg.control.dry_run = false;
     cfg.audit.path = dir.0.join("audit.jsonl");
     let mut decisions = Vec::new();
@@ -1154,6 +1172,115 @@ mod tests {
             .find(|r| r["event"] == "restore" && r["knob"] == "innodb_log_file_size")
             .unwrap_or_else(|| panic!("no restore of the redo: {events:#?}"));
         assert_eq!(r["to"], base, "{r}");
+    }
+
+    /// What a run measured of the device is in its state file after a clean exit,
+    /// and the next start on the same server takes it up: its start record says so
+    /// and its state file keeps it. A state file of another server gives nothing.
+    #[test]
+    fn what_one_run_measured_of_the_device_the_next_recalls() {
+        // The twin's device is the limit here (in its checkpoint stall, users are
+        // not held long enough to learn it).
+        let scenario = Scenario::named("redo_pressure").unwrap();
+        let peer = Peer::named("innopilot").unwrap();
+        let run = |earlier: Option<&crate::control::state::StateFile>| {
+            let handle = SimServer::new(model_for(&scenario, &peer, 1));
+            let records = Records::default();
+            let audit = AuditLog::to_writer(Box::new(records.clone()));
+            let driven = super::drive_controller_after(
+                handle.clone(),
+                &handle,
+                peer.config().unwrap(),
+                "recall",
+                audit,
+                earlier,
+            )
+            .unwrap();
+            let text = String::from_utf8(records.0.lock().unwrap().clone()).unwrap();
+            let start: serde_json::Value =
+                serde_json::from_str(text.lines().next().unwrap()).unwrap();
+            assert_eq!(start["event"], "start", "{start}");
+            // When a decision first spoke of the device's limit (ms into the run).
+            let limit_known = driven
+                .decisions
+                .iter()
+                .find(|d| d.reason.contains("its limit, about"))
+                .map(|d| d.unix_ms - EPOCH_UNIX_MS);
+            (driven.state.expect("a state file"), start, limit_known)
+        };
+        let (first, start, learned_at) = run(None);
+        assert!(start.get("recalled").is_none(), "{start}");
+        assert!(first.clean, "{first:?}");
+        let measured = first
+            .learned
+            .expect("the pressure measured the device")
+            .learned
+            .device_limit_pages_s
+            .unwrap();
+
+        let (second, start, known_at) = run(Some(&first));
+        // Decisions rest on it from the first pressure, not once users were held
+        // long enough to measure it again (16 s against 65 s in the twin).
+        let (learned_at, known_at) = (learned_at.unwrap(), known_at.unwrap());
+        assert!(known_at < learned_at, "{known_at} ms vs {learned_at} ms");
+        assert_eq!(
+            start["recalled"]["device_limit_pages_s"].as_f64(),
+            Some(measured),
+            "{start}"
+        );
+        let again = second
+            .learned
+            .unwrap()
+            .learned
+            .device_limit_pages_s
+            .unwrap();
+        assert!(
+            (again - measured).abs() <= 0.5 * measured,
+            "the same device: {measured} then {again}"
+        );
+
+        let mut theirs = first.clone();
+        theirs.server = "root@db2:3306".into();
+        let (_, start, known_at) = run(Some(&theirs));
+        assert!(start.get("recalled").is_none(), "{start}");
+        assert_eq!(known_at, Some(learned_at));
+    }
+
+    /// A configuration reload that changes a policy section rebuilds the policies;
+    /// what they measured of the device carries over to the new ones.
+    #[test]
+    fn a_reload_keeps_what_the_policies_measured() {
+        let scenario = Scenario::named("redo_pressure").unwrap();
+        let peer = Peer::named("innopilot").unwrap();
+        let handle = SimServer::new(model_for(&scenario, &peer, 1));
+        let dir = TempDir::new("reload").unwrap();
+        let mut cfg = peer.config().unwrap();
+        cfg.control.state_file = dir.0.join("state.json");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let opts = RunOptions {
+                dry_run: false,
+                config_path: None,
+                target: "simulator".into(),
+            };
+            let mut ctl = Controller::start(handle.clone(), cfg.clone(), opts, AuditLog::discard())
+                .await
+                .unwrap();
+            while ctl.learned().is_empty() && !handle.model().finished() {
+                ctl.tick().await.unwrap();
+            }
+            let before = ctl.learned();
+            assert!(!before.is_empty(), "the pressure measured the device");
+            let mut new = cfg.clone();
+            new.policy.flush.target_fill_pct += 1.0;
+            let notes = ctl.reload(new, "test");
+            assert!(notes.is_empty(), "{notes:?}");
+            assert_eq!(ctl.learned(), before);
+            assert!(ctl.shutdown("end of test").await);
+        });
     }
 
     /// A resize the server abandoned (stopped, or past its time limit) answers OK with

@@ -1028,6 +1028,27 @@ impl Policy for Flush {
             ..State::default()
         };
     }
+
+    fn learned(&self, into: &mut crate::policy::Learned) {
+        if let Some(l) = self.state.device.limit {
+            into.device_limit_pages_s = Some(l);
+        }
+    }
+
+    /// The limit only: the best rate decays within a minute and the redo a page
+    /// retires is learned from any second of flushing, while the limit takes
+    /// [`LIMIT_WINDOW_MS`] of users held at the maximum checkpoint age. A limit
+    /// recalled too low is corrected at the next stall: the page cleaner's furious
+    /// flushing then writes batches back to back, and that rate is learned
+    /// ([`Flush::learn`]).
+    fn recall(&mut self, from: &crate::policy::Learned) {
+        if let Some(l) = from
+            .device_limit_pages_s
+            .filter(|l| l.is_finite() && *l > 0.0)
+        {
+            self.state.device.limit = Some(l);
+        }
+    }
 }
 
 // ---- configuration: `[policy.flush]` -------------------------------------------

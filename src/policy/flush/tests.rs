@@ -615,6 +615,42 @@ fn a_racing_fill_gets_a_one_second_batch_before_users_are_held() {
     }
 }
 
+/// A limit recalled from an earlier run (the state file's `learned`) is the device's
+/// from the first tick: the racing fill's one-second batch is the limit, 500 pages/s,
+/// where a policy that has only seen 746 pages/s at best asks 746 (the
+/// hundred-and-fifteenth real-server run's restart left the server's 2 000, the first
+/// process had learned 495). The limit is reported back as learned; a `Learned`
+/// without one recalls nothing.
+#[test]
+fn a_recalled_limit_is_the_device_from_the_first_tick() {
+    let caps = testkit::mariadb();
+    let racing_batch = |f: &mut Flush| {
+        let cur = baseline();
+        decide(f, &caps, &cur, &signals(0, 0.5, 0.0, 746.0));
+        decide(f, &caps, &cur, &signals(1, 0.80, 0.03, 700.0));
+        let ps = decide(f, &caps, &cur, &signals(2, 0.835, 0.035, 700.0));
+        find(&ps, Knob::IoCapacityMax).unwrap().clone()
+    };
+    let learned = |f: &Flush| {
+        let mut l = crate::policy::Learned::default();
+        f.learned(&mut l);
+        l
+    };
+    let mut f = Flush::new(FlushConfig::default());
+    f.recall(&crate::policy::Learned {
+        device_limit_pages_s: Some(500.0),
+    });
+    let m = racing_batch(&mut f);
+    assert_eq!(m.value, 500, "{}", m.reason);
+    assert_eq!(learned(&f).device_limit_pages_s, Some(500.0));
+
+    let mut g = Flush::new(FlushConfig::default());
+    g.recall(&crate::policy::Learned::default());
+    let m = racing_batch(&mut g);
+    assert!((745..=746).contains(&m.value), "{}", m.reason);
+    assert!(learned(&g).is_empty());
+}
+
 /// The real-server f_cold_view: the age sits at the maximum for most of a minute
 /// with users at their rate, the page cleaner asked batches of 2 000 and flushing
 /// about 620 a second (it flushes only pages older than its target). Nothing is
