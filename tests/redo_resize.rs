@@ -379,14 +379,17 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
     const FROM: u64 = 32 * MIB;
     const TO: u64 = 48 * MIB;
     let (db, mut server, load, _) = resizable_under_load().await;
+    // Written now, after the server's start: a state older than the server's start
+    // is one whose SETs a restart undid (`LeaveReason::ServerRestarted`).
+    let now_ms = unix_ms_now();
     let mut state = StateFile::new(
         1,
         "the test's server".into(),
-        0,
+        now_ms,
         [(Knob::LogFileSize, FROM)].into(),
     );
     state.instance = server.instance();
-    state.record_set(Knob::LogFileSize, TO, 1);
+    state.record_set(Knob::LogFileSize, TO, now_ms);
     let pending = server
         .start_set(Knob::LogFileSize, TO)
         .await
@@ -421,11 +424,11 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
     let mut behind = StateFile::new(
         1,
         "the test's server".into(),
-        0,
+        now_ms,
         [(Knob::LogFileSize, 16 * MIB)].into(),
     );
     behind.instance = server.instance();
-    behind.record_set(Knob::LogFileSize, FROM, 1);
+    behind.record_set(Knob::LogFileSize, FROM, now_ms);
     let short = recover(
         &mut server,
         &behind,
@@ -544,10 +547,7 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
         .await
         .expect("grow");
     assert_eq!(readback, GROWN);
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let now_ms = unix_ms_now();
     let mut saved = StateFile::new(
         1,
         "the test's server".into(),
@@ -624,7 +624,9 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     assert!(!db.datadir().join("ib_logfile101").exists());
 
     // 3. The same kept state as if written before the server last started (here: a
-    // second after the epoch): the size in effect is the server's own, left alone.
+    // second after the epoch): the size in effect is the server's own, left alone,
+    // and so is any other knob at what innopilot had set (the server's option files
+    // could say the same).
     let target = parse_dsn(&db.dsn()).unwrap();
     let mut server = LiveServer::new(target, LiveOptions::default());
     server.probe().await.expect("probe");
@@ -632,7 +634,13 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
         .set_knob(Knob::LogFileSize, GROWN)
         .await
         .expect("grow");
+    server
+        .set_knob(Knob::IoCapacity, 1_234)
+        .await
+        .expect("io_capacity");
     let mut before_start = saved.clone();
+    before_start.baseline.insert(Knob::IoCapacity, 200);
+    before_start.record_set(Knob::IoCapacity, 1_234, 1_000);
     before_start.updated_unix_ms = 1_000;
     let mut cfg = Config::default();
     cfg.knobs.get_mut(&Knob::LogFileSize).unwrap().min = BASE;
@@ -647,12 +655,26 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     )
     .await
     .expect("recovery");
+    let mut left = report.left.clone();
+    left.sort();
+    let mut want = vec![Knob::LogFileSize, Knob::IoCapacity];
+    want.sort();
     assert_eq!(
-        (report.left.as_slice(), report.carried.as_slice()),
-        ([Knob::LogFileSize].as_slice(), [].as_slice()),
+        (left, report.carried.as_slice(), report.restored.as_slice()),
+        (want, [].as_slice(), [].as_slice()),
         "{report:?}"
     );
     assert_eq!(current_size(&db).await, GROWN);
+    let rows = db.query_rows("SELECT @@GLOBAL.innodb_io_capacity").await;
+    assert_eq!(rows[0][0].as_deref(), Some("1234"));
+}
+
+/// The wall clock, as a state file dates its writes.
+fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// `@@innodb_log_file_size` as the server reports it now.

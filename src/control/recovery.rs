@@ -79,7 +79,9 @@ pub(super) fn same_server<S: Server>(saved: &StateFile, server: &S, target: &str
 
 /// Restores what a crashed live run left changed: knobs still at innopilot's last value
 /// go back to the saved baseline; knobs changed by someone else since are left alone
-/// and reported. Every value is checked against `cfg` before it is set
+/// and reported, and so is every knob when the server has restarted since the state
+/// was last written (no SET GLOBAL survives a restart: a value equal to innopilot's
+/// is then the server's own). Every value is checked against `cfg` before it is set
 /// ([`refused_values`]). State written for another server is not acted on at all.
 ///
 /// With `carry_redo` (a live start), a redo log the previous run left grown and still
@@ -123,20 +125,24 @@ pub async fn recover<S: Server>(
         && wait_for_resizes(server, cfg.server.resize_timeout, audit, mode).await;
     let live = server.read_knobs().await?;
     let plan = recovery_plan(saved, &live);
-    // Whether the server has restarted since the state was last written (its start,
-    // now − Uptime, more than 5 s after: Uptime counts whole seconds). Asked only
-    // before carrying a redo log on, the one value an operator is told to write into
-    // the option files.
-    let restarted_since = if carry_redo && plan.restore.iter().any(|(k, _, _)| k.is_blocking()) {
+    // Whether the server has restarted since the state was last written: its start
+    // (the sample's time − Uptime, whole seconds) more than 5 s after. Then no SET
+    // GLOBAL of that run is in effect, and a value equal to one of innopilot's is the
+    // server's own configuration (its option files: the advice after a redo grow says
+    // to write the grown size there); putting the old baseline over it would undo the
+    // DBA's. The sample's own time, not this process's clock: the simulator's samples
+    // are dated in virtual time, like the state it writes. One sample, and only when
+    // there is something to restore.
+    let restarted_since = if plan.restore.is_empty() {
+        false
+    } else {
         match server.sample().await {
             Ok(s) => s.uptime_s.is_some_and(|up| {
-                now_unix_ms().saturating_sub(up.saturating_mul(1000))
+                s.unix_ms.saturating_sub(up.saturating_mul(1000))
                     > saved.updated_unix_ms.saturating_add(5_000)
             }),
             Err(_) => false,
         }
-    } else {
-        false
     };
     let mut restore = plan.restore;
     order_changes(&mut restore);
@@ -156,7 +162,7 @@ pub async fn recover<S: Server>(
         // is the server's own.
         let left_because = if resizing && knob.is_blocking() {
             Some(LeaveReason::ResizeUnderWay)
-        } else if carry_redo && knob.is_blocking() && to < from && restarted_since {
+        } else if restarted_since {
             Some(LeaveReason::ServerRestarted)
         } else {
             None

@@ -603,8 +603,8 @@ impl std::fmt::Display for LeaveReason {
             LeaveReason::NoBaseline => "the state file has no baseline for it",
             LeaveReason::ServerRestarted => {
                 "the server has restarted since the previous run last wrote its state, so \
-                 this value is the server's own configuration, not innopilot's: left alone, \
-                 and it is this run's baseline"
+                 this value is the server's own configuration (its option files), not \
+                 innopilot's: left alone"
             }
             LeaveReason::ResizeUnderWay => {
                 "a redo resize is still under way on the server (the previous run's shrink, \
