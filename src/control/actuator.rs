@@ -322,11 +322,6 @@ impl Actuator {
         self.persist(now_unix_ms)
     }
 
-    /// What the policies have measured, as the state file holds it.
-    pub fn learned(&self) -> Option<&crate::control::state::Remembered> {
-        self.state.learned.as_ref()
-    }
-
     /// Keeps what the policies have measured ([`crate::policy::Learned`]) in the state
     /// file: written now when it is news ([`crate::policy::Learned::news_since`]), else
     /// with the file's next write (the exit's at the latest). Nothing learned never

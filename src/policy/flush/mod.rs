@@ -1035,12 +1035,12 @@ impl Policy for Flush {
         }
     }
 
-    /// The limit only: the best rate decays within a minute and the redo a page
+    /// The limit only: the best rate decays (an hour's half-life) and the redo a page
     /// retires is learned from any second of flushing, while the limit takes
-    /// [`LIMIT_WINDOW_MS`] of users held at the maximum checkpoint age. A limit
+    /// `LIMIT_WINDOW_MS` of users held at the maximum checkpoint age. A limit
     /// recalled too low is corrected at the next stall: the page cleaner's furious
     /// flushing then writes batches back to back, and that rate is learned
-    /// ([`Flush::learn`]).
+    /// (`Flush::learn`).
     fn recall(&mut self, from: &crate::policy::Learned) {
         if let Some(l) = from
             .device_limit_pages_s
