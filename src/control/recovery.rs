@@ -30,7 +30,9 @@ pub struct RecoveryReport {
     pub failed: Vec<Knob>,
     /// Values the state file asks for that innopilot will not set.
     pub refused: Vec<Refused>,
-    /// Changed by someone else since, or not readable: left alone.
+    /// Left alone: changed by someone else since, not readable, a redo resize still
+    /// under way, or the server restarted since the state was written
+    /// ([`crate::control::state::LeaveReason`]).
     pub left: Vec<Knob>,
     /// Already at the baseline.
     pub already: Vec<Knob>,
