@@ -160,8 +160,8 @@ pub async fn recover<S: Server>(
         }
         // A SET now would fail ("already in progress") and fail the start with it
         // (the hundred-and-fourteenth run's restarted innopilot, after a shrink handed
-        // over at exit outlasted the 2 min wait); and after a server restart the size
-        // is the server's own.
+        // over at exit outlasted the 2 min wait); and after a server restart every
+        // value is the server's own.
         let left_because = if resizing && knob.is_blocking() {
             Some(LeaveReason::ResizeUnderWay)
         } else if restarted_since {
