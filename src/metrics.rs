@@ -123,6 +123,7 @@ pub fn error_kind(e: &ServerError) -> &'static str {
         ServerError::Denied { .. } => "denied",
         ServerError::Unexpected { .. } => "unexpected",
         ServerError::NotSettable { .. } => "not_settable",
+        ServerError::ResizeUnderWay { .. } => "resize_under_way",
         ServerError::Unsupported { .. } => "unsupported",
     }
 }

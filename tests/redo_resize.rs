@@ -35,7 +35,7 @@ use innopilot::control::recover;
 use innopilot::control::state::StateFile;
 use innopilot::server::dsn::parse_dsn;
 use innopilot::server::mysql::{LiveOptions, LiveServer};
-use innopilot::server::{Knob, Server};
+use innopilot::server::{Knob, Server, ServerError};
 
 const MIB: u64 = 1 << 20;
 
@@ -409,6 +409,19 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
         under_way.len(),
         1,
         "the dropped resize still runs: {under_way:?}"
+    );
+    // Another size is refused while it runs (ER_WRONG_USAGE, 1221), told apart by the
+    // error's number, not its text: recovery waits that out instead of failing.
+    let refused = server.set_knob(Knob::LogFileSize, 40 * MIB).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ServerError::ResizeUnderWay {
+                knob: Knob::LogFileSize,
+                ..
+            })
+        ),
+        "a second resize is refused as one under way: {refused:?}"
     );
     let mut cfg = Config::default();
     // The test's redo is smaller than the shipped lower bound (64 MiB).

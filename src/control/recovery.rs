@@ -203,7 +203,7 @@ pub async fn recover<S: Server>(
         if knob.is_blocking()
             && res
                 .as_ref()
-                .is_err_and(|e| e.to_string().contains("already in progress"))
+                .is_err_and(|e| matches!(e, ServerError::ResizeUnderWay { .. }))
         {
             // A resize that ended on the server a moment ago (stopped by its statement
             // timeout as the wait above ended: the hundred-and-fifteenth benchmark run,

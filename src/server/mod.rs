@@ -202,6 +202,11 @@ pub enum ServerError {
     Unexpected { what: &'static str, detail: String },
     #[error("{knob} cannot be changed on this server: {why}")]
     NotSettable { knob: Knob, why: String },
+    /// The server refuses a redo resize while another one runs, whoever sent it
+    /// (MariaDB: ER_WRONG_USAGE, error 1221, "innodb_log_file_size change is already in
+    /// progress"). That resize ends on its own once the checkpoint passes its LSN.
+    #[error("{knob} is being resized already and the server takes no other size until that resize ends ({message}); wait for it (`innopilot status` shows it) and try again")]
+    ResizeUnderWay { knob: Knob, message: String },
     #[error("{what} is not available on {server}")]
     Unsupported {
         what: &'static str,

@@ -186,6 +186,21 @@ fn execute<'a>(
     sqlx::Executor::execute(conn, sql)
 }
 
+/// MariaDB's ER_WRONG_USAGE, which `SET GLOBAL innodb_log_file_size` returns while
+/// another resize runs (`innodb_log_file_size_update()`, ha_innodb.cc).
+const ER_WRONG_USAGE: u16 = 1221;
+
+/// The server's error number, for the errors innopilot tells apart by it rather than
+/// by their text (which varies by version and language).
+fn error_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|m| m.number()),
+        _ => None,
+    }
+}
+
 /// A query's error as innopilot reports it, secrets redacted from the server's message.
 fn query_error(target: &ConnectTarget, what: &'static str, e: sqlx::Error) -> ServerError {
     let message = target.redact(&e.to_string());
@@ -233,6 +248,13 @@ async fn run_blocking_set(
                 what: "resizing the redo log",
                 after,
             })
+        }
+        Ok(Err(e)) if error_number(&e) == Some(ER_WRONG_USAGE) => {
+            // The one way a resize SET is "wrong usage": another resize is under way.
+            return Err(ServerError::ResizeUnderWay {
+                knob,
+                message: target.redact(&e.to_string()),
+            });
         }
         Ok(Err(e)) => return Err(query_error(&target, "resizing the redo log", e)),
         Ok(Ok(_)) => {}

@@ -1634,8 +1634,8 @@ impl Model {
         if self.resize.is_none() || knob != self.flavor.redo_knob() {
             return Ok(());
         }
-        Err(ServerError::Query {
-            what: "resizing the redo log",
+        Err(ServerError::ResizeUnderWay {
+            knob,
             message: format!(
                 "ERROR 1221 (HY000): Incorrect usage of SET GLOBAL {0} and {0} change is \
                  already in progress",
@@ -2073,7 +2073,10 @@ mod tests {
             m.start_resize(old * 4).unwrap_err(),
             m.set_knob(Knob::LogFileSize, old * 2).unwrap_err(),
         ] {
-            assert!(e.to_string().contains("already in progress"), "{e}");
+            assert!(
+                matches!(e, ServerError::ResizeUnderWay { .. }),
+                "refused as a resize under way: {e}"
+            );
         }
         let mut adopted = None;
         for sec in 1..=120 {
