@@ -15,6 +15,7 @@ use innopilot::config::Config;
 use innopilot::server::recording::Recording;
 use innopilot::server::Knob;
 use innopilot::sim::compare::{compare_with, run_recorded, run_with, to_csv, CompareOptions};
+use innopilot::sim::scenario::ClosedLoop;
 use innopilot::sim::SimRun;
 use innopilot::sim::{run, summary, Peer, Scenario};
 
@@ -44,6 +45,15 @@ fn stalled_s(r: &SimRun, from_s: u64, to_s: u64) -> f64 {
         .filter(|s| s.t_s > from_s && s.t_s <= to_s)
         .map(|s| s.stalled_s)
         .sum()
+}
+
+/// Seconds in `(from_s, to_s]` in which users committed fewer than 50 transactions,
+/// as the benchmark counts them.
+fn seconds_under_50_tps(r: &SimRun, from_s: u64, to_s: u64) -> usize {
+    r.seconds
+        .iter()
+        .filter(|s| s.t_s > from_s && s.t_s <= to_s && s.throughput_tps < 50.0)
+        .count()
 }
 
 #[test]
@@ -125,12 +135,14 @@ fn flush_bound_stalls_with_defaults() {
     assert!(d.worst_tps < 1.0, "{d:?}");
 }
 
-/// h_repeated_bursts' finding on its twin: the first burst stalls whoever controls
-/// it (the grow it reveals is adopted only once the checkpoint passes the SET's LSN;
-/// with neighbour flushing off, less),
-/// and the redo innopilot grew then keeps the second from stalling, as a static redo
-/// large enough from the start keeps both (the thirty-fourth real-server run: 0 s at
-/// 0 TPS in the second burst against the defaults' 30).
+/// h_repeated_bursts' finding on its twin: the first burst holds users at the
+/// maximum checkpoint age whoever controls it (the grow it reveals is adopted only
+/// once the checkpoint passes the SET's LSN), for about as long (the
+/// hundred-and-twelfth real-server run's g: 50–54 s in both arms), but with neighbour
+/// flushing off users trickle through instead of standing at 0 TPS; and the redo
+/// innopilot grew then keeps the second from stalling, as a static redo large enough
+/// from the start keeps both (the thirty-fourth real-server run: 0 s at 0 TPS in the
+/// second burst against the defaults' 30).
 #[test]
 fn a_redo_grown_in_the_first_burst_holds_the_second() {
     let defaults = sim("repeated_bursts", "mariadb1011_defaults", 1);
@@ -143,15 +155,20 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
         d1 > 5.0 && d2 > 5.0,
         "the defaults stall in both: {d1} s, {d2} s"
     );
-    // The first burst still stalls (no grow sent in it is adopted before the hot set
-    // is written once), but less: innopilot writes only the oldest pages while it
+    // The first burst still holds users (no grow sent in it is adopted before the
+    // hot set is written once), but innopilot writes only the oldest pages while it
     // manages flushing (innodb_flush_neighbors = 0), so the checkpoint creeps instead
-    // of standing still (the fifty-second real-server run's g: 2 s at 0 TPS against
-    // 36 with neighbours off).
+    // of standing still: few seconds under 50 TPS where the defaults have tens (the
+    // hundred-and-twelfth real-server run's g: 0–1 against 50–64).
     let i1 = stalled_s(&innopilot, first.0, first.1);
+    assert!(i1 > 5.0, "the first burst holds users: {i1} s");
+    let (dz, iz) = (
+        seconds_under_50_tps(&defaults, first.0, first.1),
+        seconds_under_50_tps(&innopilot, first.0, first.1),
+    );
     assert!(
-        i1 > 5.0 && i1 < 0.75 * d1,
-        "the first burst stalls, less than the defaults' with neighbours: {i1} s against {d1} s"
+        dz >= 10 && iz * 5 <= dz,
+        "users trickle through the first burst's hold: {iz} s under 50 TPS against the defaults' {dz}"
     );
     let i2 = stalled_s(&innopilot, second.0, second.1);
     assert!(
@@ -164,8 +181,15 @@ fn a_redo_grown_in_the_first_burst_holds_the_second() {
         grown > base,
         "grown before the second burst: {grown} against {base}"
     );
-    let f = stalled_s(&fixed, 0, 270);
-    assert!(f < 0.5, "a static redo 8 x larger stalls in neither: {f} s");
+    // A static redo 8 x larger holds the first burst. Its page cleaner sleeps below
+    // the async point (innodb_max_dirty_pages_pct_lwm = 0), so the second burst
+    // starts on a log half full and reaches the maximum, as the real one did in the
+    // thirty-ninth and seventy-sixth runs (17–19 s at 0 TPS there).
+    let f1 = stalled_s(&fixed, first.0, first.1);
+    assert!(
+        f1 < 0.5,
+        "a static redo 8 x larger holds the first burst: {f1} s"
+    );
 }
 
 /// h's burst that comes back, a nightly batch's way: 40 min of base load between the
@@ -179,21 +203,24 @@ fn a_grown_redo_is_kept_for_a_burst_that_comes_back_after_a_quiet_spell() {
     let mut sc = Scenario::named("repeated_bursts").unwrap();
     let gap_s = 2_400;
     let (first, second) = ((40, 90), (90 + gap_s, 140 + gap_s));
-    let mut load = vec![(0.0, 0.4)];
-    for (on, off) in [first, second] {
-        let (on, off) = (on as f64, off as f64);
-        load.extend([(on - 0.001, 0.4), (on, 2.5), (off - 0.001, 2.5), (off, 0.4)]);
-    }
-    sc.load = load;
+    sc.closed_loops = [first, second]
+        .into_iter()
+        .map(|(on, off)| ClosedLoop {
+            start_s: on as f64,
+            end_s: off as f64,
+            level: 5.0,
+        })
+        .collect();
     sc.duration_s = (second.1 + 60) as f64;
     // Each burst and the 10 s after it.
     let stalled = |r: &SimRun, (from, to): (u64, u64)| stalled_s(r, from, to + 10);
     let log_at = |r: &SimRun, t: u64| r.seconds[t as usize].knobs[&Knob::LogFileSize];
-    // The twin's page cleaner keeps the grown log about a third full under the base
-    // load (the real server's about a tenth): both runs put the shrink's fill
-    // threshold above that, so that only `redo_shrink` tells them apart.
+    // The twin's base load writes a minute of redo that would fill the baseline log
+    // to 56 % (`shrink_landing_fill`; the real g's about 32 %: the twin has one redo
+    // size a transaction, the burst's): both runs put the shrink's threshold above
+    // that, so that only `redo_shrink` tells them apart.
     let cfg = |shrink: bool| {
-        let text = format!("[policy.flush]\nredo_shrink = {shrink}\nredo_shrink_fill_pct = 50.0\n");
+        let text = format!("[policy.flush]\nredo_shrink = {shrink}\nredo_shrink_fill_pct = 70.0\n");
         Config::parse(&text, "shrink.toml").unwrap()
     };
     let peer = Peer::named("innopilot").unwrap();

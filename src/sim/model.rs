@@ -201,6 +201,8 @@ pub struct Model {
     dirty_rate_ema: f64,
     /// MySQL: waiting until checkpoint age is back at the async point.
     hard_stall: bool,
+    /// Users waited for redo space in the last step (`log_free_check()`).
+    held_last_step: bool,
     stall_run_s: f64,
     // Foreground.
     backlog: f64,
@@ -253,7 +255,10 @@ struct UserDemand {
     lambda: f64,
     /// Transactions that arrived this step.
     arrivals: f64,
-    /// Transactions waiting to run: the backlog and the arrivals.
+    /// What the closed loops' sessions would run this step if nothing held them
+    /// (`Scenario::closed_loops`): never queued.
+    closed: f64,
+    /// Transactions waiting to run: the backlog, the arrivals and the closed loops'.
     queued: f64,
     /// CPU a transaction, s.
     cpu_s: f64,
@@ -569,6 +574,7 @@ impl Model {
             pages_flushed: 0.0,
             dirty_rate_ema: 0.0,
             hard_stall: false,
+            held_last_step: false,
             stall_run_s: 0.0,
             backlog: 0.0,
             rows_updated: 0.0,
@@ -853,6 +859,7 @@ impl Model {
         self.commits = 0.0;
         self.backlog = 0.0;
         self.hard_stall = false;
+        self.held_last_step = false;
         self.stall_run_s = 0.0;
         // History survives on disk, but none of its undo pages are cached any more.
         self.cold = self.history_len();
@@ -903,12 +910,27 @@ impl Model {
             stall_s += s;
         }
         let fg_f = f * (1.0 - stall_s / dt);
+        self.held_last_step = f < 1.0;
         let done = served.fg_want * fg_f;
         let purged = self.remove_history(served.purge_want * f, limit);
         self.purged_last_step = purged;
 
-        // Foreground bookkeeping.
-        self.backlog = (self.backlog + users.arrivals - done).max(0.0);
+        // Foreground bookkeeping. The open load's transactions queue and the closed
+        // loops' sessions wait. Running free, the few open-loop sessions are served as
+        // they come and the closed loops take the rest of the CPU (the real g's open
+        // loop queued nothing through its burst on a log large enough: `redo_static`,
+        // the hundred-and-twelfth run, p99.9 9.6 ms); held at the maximum checkpoint
+        // age every session waits its turn in `log_free_check()`, so what gets through
+        // is shared by what each side asks.
+        let open = self.backlog + users.arrivals;
+        let done_open = if users.closed <= 0.0 || users.queued <= 0.0 {
+            done
+        } else if fg_f < 1.0 {
+            done * open / users.queued
+        } else {
+            done.min(open)
+        };
+        self.backlog = (open - done_open).max(0.0);
         if !self.sc.replica {
             let limit_q = w.peak_tps * BACKLOG_LIMIT_S;
             if self.backlog > limit_q {
@@ -958,7 +980,8 @@ impl Model {
         };
 
         // Accumulate.
-        self.acc.offered += users.arrivals;
+        // A closed loop offers what it runs.
+        self.acc.offered += users.arrivals + (done - done_open).max(0.0);
         self.acc.done += done;
         self.acc.purged += purged;
         self.acc.flushed += flush.pages;
@@ -1030,10 +1053,12 @@ impl Model {
         let reads_per = w.reads_per_trx * self.read_scale();
         let s_wall = cpu_s + reads_per * latency_s + delay_s;
         let x_conc = w.clients / s_wall;
-        let queued = self.backlog + arrivals;
+        let closed = w.peak_tps * self.sc.closed_at(t) * dt;
+        let queued = self.backlog + arrivals + closed;
         UserDemand {
             lambda,
             arrivals,
+            closed,
             queued,
             cpu_s,
             s_wall,
@@ -1116,7 +1141,14 @@ impl Model {
         let io_cap = self.knob(Knob::IoCapacity).max(100.0);
         let io_max = self.knob(Knob::IoCapacityMax).max(io_cap);
         let a0 = self.ckpt_age;
-        let target = if a0 >= sync_pt || self.hard_stall {
+        // At the maximum, and past the async point while users wait at it, the page
+        // cleaner flushes furiously: each waiting thread asks the checkpoint 1 MiB on
+        // (`log_checkpoint_margin()` → `buf_flush_wait_flushed()`, log0log.cc), and
+        // batches of io_capacity_max run back to back until it gets there
+        // (`buf_flush_sync_for_checkpoint()`, buf0flu.cc): the device's rate, whatever
+        // io_capacity_max is (the real g wrote 505–538 pages a second at 200).
+        let target = if a0 >= sync_pt || self.hard_stall || (a0 >= async_pt && self.held_last_step)
+        {
             f64::INFINITY
         } else if a0 >= async_pt {
             io_max
@@ -2055,10 +2087,12 @@ mod tests {
     #[test]
     fn a_redo_grow_waits_for_the_checkpoint_to_pass_its_lsn() {
         let s = Scenario::named("checkpoint_stall").unwrap();
-        let startup = s.startup_knobs(SimFlavor::MariaDb1011);
-        // The twin reaches the maximum at 84 s (the real g at 58 s: the twin lets more
-        // through at the maximum, docs/simulator.md).
-        let mut m = run(&s, SimFlavor::MariaDb1011, startup, 90);
+        let mut startup = s.startup_knobs(SimFlavor::MariaDb1011);
+        // As innopilot runs the page cleaner while it manages flushing: the oldest
+        // pages first, without their neighbours.
+        startup.insert(Knob::FlushNeighbors, 0);
+        // The twin reaches the maximum at 56 s (the real g at 58–60 s).
+        let mut m = run(&s, SimFlavor::MariaDb1011, startup, 60);
         let old = m.knobs[&Knob::LogFileSize];
         let fill = m.seconds().last().unwrap().redo_fill;
         assert!(
@@ -2097,8 +2131,12 @@ mod tests {
             Some(Ok(old * 8)),
             "the statement returns the new size once adopted"
         );
+        m.advance_second();
         let fill = m.seconds().last().unwrap().redo_fill;
-        assert!(fill < 0.5, "the larger file's fill {fill}");
+        assert!(
+            fill < 0.5,
+            "the larger file's fill {fill}, adopted after {after} s"
+        );
 
         // KILL QUERY on a resize under way: abandoned, the size in effect kept.
         let ResizeStart::Started(shrink) = m.start_resize(old).unwrap() else {
