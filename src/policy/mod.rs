@@ -256,6 +256,14 @@ impl Learned {
 /// A control policy.
 pub trait Policy: Send {
     fn id(&self) -> PolicyId;
+
+    /// A proposal of this policy, its id on it.
+    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal
+    where
+        Self: Sized,
+    {
+        Proposal::new(self.id(), knob, value, intent, reason)
+    }
     /// Proposals for this tick. Must be a pure function of the input and the policy's
     /// own state.
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal>;

@@ -536,10 +536,6 @@ impl PurgeRate {
         self.state.amp.map(|a| a.d_us)
     }
 
-    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal::new(self.id, knob, value, intent, reason)
-    }
-
     /// The budget in undo logs, shrunk in proportion (at most 4×) when the undo
     /// tablespaces are over their byte budget. Returns (budget, why it shrank).
     fn budget(&self, signals: &Signals) -> (u64, Option<String>) {

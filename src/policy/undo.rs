@@ -76,10 +76,6 @@ impl Undo {
         }
     }
 
-    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal::new(self.id, knob, value, intent, reason)
-    }
-
     /// Records the truncation counter; returns (truncations, over ms) when the span
     /// is long enough to judge.
     fn truncation_rate(&mut self, t: u64, count: Option<u64>) -> Option<(u64, u64)> {

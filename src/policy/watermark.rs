@@ -360,10 +360,6 @@ impl Watermark {
         Some(n.clamp(min.max(1), max))
     }
 
-    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal::new(self.id, knob, value, intent, reason)
-    }
-
     /// `dwell_held_ms`: the level's age when `level_dwell` kept it where the fill and
     /// the hysteresis would have moved it.
     fn purge_threads(

@@ -338,10 +338,6 @@ impl Flush {
         self.state.device
     }
 
-    fn propose(&self, knob: Knob, value: u64, intent: Intent, reason: String) -> Proposal {
-        Proposal::new(self.id, knob, value, intent, reason)
-    }
-
     /// Users were held at the maximum checkpoint age within the last minute (the batch
     /// regime's own memory: the age dips under the async point after each checkpoint).
     fn held_recently(&self, t_ms: u64) -> bool {

@@ -94,7 +94,7 @@
 use std::time::Duration;
 
 use super::{pct, Flush};
-use crate::policy::{Intent, PolicyInput, Proposal};
+use crate::policy::{Intent, Policy, PolicyInput, Proposal};
 use crate::signals::Signals;
 
 /// Redo crash recovery scans and applies per second, bytes: the redo term of
