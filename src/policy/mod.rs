@@ -264,6 +264,7 @@ pub trait Policy: Send {
     {
         Proposal::new(self.id(), knob, value, intent, reason)
     }
+
     /// Proposals for this tick. Must be a pure function of the input and the policy's
     /// own state.
     fn decide(&mut self, input: &PolicyInput<'_>) -> Vec<Proposal>;

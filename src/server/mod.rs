@@ -205,7 +205,7 @@ pub enum ServerError {
     /// The server refuses a redo resize while another one runs, whoever sent it
     /// (MariaDB: ER_WRONG_USAGE, error 1221, "innodb_log_file_size change is already in
     /// progress"). That resize ends on its own once the checkpoint passes its LSN.
-    #[error("{knob} is being resized already and the server takes no other size until that resize ends ({message}); wait for it (`innopilot status` shows it) and try again")]
+    #[error("{knob} is being resized already and the server takes no other size until that resize ends ({message}); wait for it (SHOW PROCESSLIST shows its SET GLOBAL) and try again")]
     ResizeUnderWay { knob: Knob, message: String },
     #[error("{what} is not available on {server}")]
     Unsupported {

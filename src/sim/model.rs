@@ -2078,6 +2078,37 @@ mod tests {
         assert!((ma - 1.0).abs() < 0.02, "MariaDB, lag exceeded: {ma} x");
     }
 
+    /// A closed loop asks what the CPU runs and queues nothing (the real g's burst,
+    /// 16 sysbench sessions without `--rate`): on a log large enough the burst runs at
+    /// the CPU with no backlog; held at the maximum checkpoint age, what waits is the
+    /// open load's arrivals alone.
+    #[test]
+    fn a_closed_loop_waits_instead_of_queueing() {
+        let s = Scenario::named("checkpoint_stall").unwrap();
+        let fl = SimFlavor::MariaDb1011;
+        let open_per_s = s.workload.peak_tps * s.load_at(0.0);
+        let mut large = s.startup_knobs(fl);
+        large.insert(Knob::LogFileSize, 1 << 30);
+        let m = run(&s, fl, large, 100);
+        let sec = &m.seconds()[80];
+        assert!(sec.backlog < 1.0, "nothing queued: {sec:?}");
+        assert!(
+            sec.throughput_tps > 5.0 * open_per_s,
+            "the burst runs at the CPU: {sec:?}"
+        );
+        let m = run(&s, fl, s.startup_knobs(fl), 100);
+        let held: Vec<_> = m.seconds()[60..100]
+            .iter()
+            .map(|x| (x.redo_fill, x.backlog))
+            .collect();
+        assert!(held.iter().all(|&(f, _)| f > 0.99), "held: {held:?}");
+        let backlog = held.last().unwrap().1;
+        assert!(
+            backlog > 30.0 * open_per_s && backlog < 50.0 * open_per_s,
+            "the open load's 40-odd seconds of arrivals wait, not the burst's: {backlog} at {open_per_s}/s"
+        );
+    }
+
     /// A redo grow on MariaDB is adopted only once the checkpoint passes the LSN it
     /// began at (`log_t::resize_start()`, `log_t::write_checkpoint()`): started with
     /// users held at the maximum checkpoint age in the checkpoint stall's twin, the old
