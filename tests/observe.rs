@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -105,13 +105,6 @@ fn dead_port() -> u16 {
     let port = l.local_addr().expect("local_addr").port();
     drop(l);
     port
-}
-
-fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -600,7 +593,7 @@ async fn watch_shows_history_growing_under_read_view_and_falling_after() {
     let view = db.hold_read_view().await;
     // trx_started has one-second resolution: from two seconds on, the view is strictly
     // older than any of the load's short transactions.
-    let view_settled_ms = now_unix_ms() + 2_000;
+    let view_settled_ms = common::run::unix_ms() + 2_000;
     let load = db.spawn_update_load(4);
     load.wait_for_updates(100, Duration::from_secs(15)).await;
 
@@ -723,7 +716,7 @@ async fn restart_mid_watch_yields_new_window() {
         .and_then(|l| l["signals"]["uptime"].as_u64())
         .expect("uptime before the restart");
 
-    let killed_at_ms = now_unix_ms();
+    let killed_at_ms = common::run::unix_ms();
     let t0 = Instant::now();
     tokio::task::block_in_place(|| db.kill());
     // Let watch notice the loss and fail a reconnect or two.

@@ -72,10 +72,7 @@ async fn blocked_history_gets_no_delay_then_drains_with_a_bounded_delay() {
             .as_deref(),
         startup["innodb_max_purge_lag_delay"].as_deref()
     );
-    let released_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let released_at = common::run::unix_ms();
     let peak = db.history_list_length().await;
     view.release().await;
 

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::run::unix_ms;
 use common::MariaDb;
 use innopilot::config::Config;
 use innopilot::control::audit::{AuditLog, Mode};
@@ -381,7 +382,7 @@ async fn a_resize_whose_client_is_gone_is_finished_by_the_server_and_waited_for(
     let (db, mut server, load, _) = resizable_under_load().await;
     // Written now, after the server's start: a state older than the server's start
     // is one whose SETs a restart undid (`LeaveReason::ServerRestarted`).
-    let now_ms = unix_ms_now();
+    let now_ms = unix_ms();
     let mut state = StateFile::new(
         1,
         "the test's server".into(),
@@ -560,7 +561,7 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
         .await
         .expect("grow");
     assert_eq!(readback, GROWN);
-    let now_ms = unix_ms_now();
+    let now_ms = unix_ms();
     let mut saved = StateFile::new(
         1,
         "the test's server".into(),
@@ -680,14 +681,6 @@ async fn a_grown_redo_is_kept_at_a_busy_exit_and_shrunk_at_a_quiet_one() {
     assert_eq!(current_size(&db).await, GROWN);
     let rows = db.query_rows("SELECT @@GLOBAL.innodb_io_capacity").await;
     assert_eq!(rows[0][0].as_deref(), Some("1234"));
-}
-
-/// The wall clock, as a state file dates its writes.
-fn unix_ms_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 /// `@@innodb_log_file_size` as the server reports it now.
