@@ -59,15 +59,15 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
-                  "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
 # Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
 # again this many seconds into the run: h's quiet time between its bursts, once the
@@ -124,6 +124,10 @@ ARM_DOC = {
                              "drain serves more transactions",
     "innopilot_noflush": "innopilot run, default policies without the flush policy ([policy.flush] enabled = false): "
                          "an ablation, to tell the flush policy's effect from the purge policies'",
+    "innopilot_sleep": "innopilot run, default policies with the page cleaner left asleep below the async point "
+                       "([policy.flush] wake_lwm_pct = 0: innodb_max_dirty_pages_pct_lwm stays the server's 0, as "
+                       "in the defaults arm): an ablation, to tell what flushing from the burst's first second "
+                       "costs g's writers from what it saves in the hold",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size "
                       "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
     "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
@@ -733,6 +737,11 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
             lines += ["[policy.free_pages]", "max_wait_pct = 2.0", ""]
     if arm == "innopilot_noflush":
         lines += ["[policy.flush]", "enabled = false", ""]
+    if arm == "innopilot_sleep":
+        # The hundred-and-seventeenth run's g: with the cleaner awake (lwm 1) it flushed
+        # at the device's rate from the burst's first second, and the burst ran 10-20 k
+        # TPS in 52-61 s where the defaults' (cleaner asleep) ran 28-34 k.
+        lines += ["[policy.flush]", "wake_lwm_pct = 0", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize"):
         lines += ["[policy.flush]", "redo_resize = false", ""]
     if arm == "innopilot_held750":
@@ -1483,6 +1492,19 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
             m["drain_s"] = (drained[0] - vc) if drained else None
             # not drained by the end of the run: at least this long
             m["drain_censored_s"] = None if drained else (hist[-1][0] - vc)
+    # The base load's redo per transaction before the first burst (g, h). It is not the
+    # arm's: on MariaDB 10.11 it takes one of a few values per server start (114, 167,
+    # 220 or 275 bytes in the runs of 2026-11-30, with purge's records counted at 2/8 to
+    # 5/8 of the updates), and an arm that drew more starts the burst with more of the
+    # log filled (the hundred-and-seventeenth run: innopilot 220 in both repetitions,
+    # the defaults 167). The table shows it so that a comparison names the draw.
+    bursts = [g["start"] for g in sc.get("segments") or [] if str(g.get("tag", "")).startswith("burst")]
+    if bursts and min(bursts) >= 30:
+        lo, hi = 10, min(bursts) - 2
+        lsn = {i + 1: s.get("Innodb_lsn_current") for i, s in enumerate(samples)}
+        served = sum(r["tps"] for r in sb_rows if lo < r["t"] <= hi)
+        if lsn.get(lo) is not None and lsn.get(hi) is not None and served > 0:
+            m["base_redo_per_txn"] = (lsn[hi] - lsn[lo]) / served
     fills = [fill(s) for s in samples if fill(s) is not None]
     if fills:
         m["max_fill_pct"] = max(fills)
@@ -1577,6 +1599,7 @@ METRIC_COLS = [
     ("undo_per_txn", "history added per transaction", "{:.3f}"),
     ("peak_history", "peak history", "{:.0f}"),
     ("drain_s", "drain to 10% s", "{:.0f}"),
+    ("base_redo_per_txn", "base load's redo B/txn before the burst", "{:.0f}"),
     ("mean_fill_pct", "mean redo fill %", "{:.0f}"),
     ("max_fill_pct", "max redo fill %", "{:.0f}"),
     ("secs_at_max_age", "s at max age", "{:.0f}"),
@@ -1772,7 +1795,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
