@@ -556,7 +556,7 @@ def install_template(base, sc_name, sc):
     return srv.datadir
 
 
-def sysbench_cmd(srv, sc, action, threads=None, duration=None, rate=None):
+def sysbench_cmd(srv, sc, action, threads=None, duration=None, rate=None, seed=None):
     c = [which("sysbench"), sc["test"], "--db-driver=mysql", f"--mysql-socket={srv.sock}",
          "--mysql-user=root", "--mysql-db=sbtest", f"--tables={sc['tables']}",
          f"--table-size={sc['rows']}", f"--threads={threads or sc['threads']}"]
@@ -566,7 +566,25 @@ def sysbench_cmd(srv, sc, action, threads=None, duration=None, rate=None):
         c += sc.get("extra_sb", [])
         if rate:
             c.append(f"--rate={rate}")
+        if seed is not None:
+            c.append(f"--rand-seed={seed}")
     return c + [action]
+
+
+def load_seed(rep, seg_no, proc_no):
+    """sysbench's --rand-seed for one process of a run: distinct for every process of the
+    run, the same in every arm of one repetition (each arm meets the same rows in the same
+    order), different between repetitions.
+
+    sysbench 1.0's default seed (0) is the current time in seconds, and its threads'
+    generators follow from it alone: processes started in the same second repeat each
+    other's (row, value) sequence, and every UPDATE after the first of a pair writes the
+    value the row already holds, which InnoDB does not change (no undo, no redo). Until
+    2026-11-30 g's and h's open loop, 3-4 processes started together, so ran 2/8-5/8 of
+    its nominal writes, drawn anew at each start (a check on this machine: four processes
+    of 2 threads at 150/s wrote 128 bytes of redo an event with the default seed, 454
+    with distinct seeds)."""
+    return 1 + 1000 * int(rep or 0) + 100 * seg_no + proc_no
 
 
 SB_LINE = re.compile(r"\[\s*(\d+)s\s*\].*?tps:\s*([\d.]+).*?lat \(ms,99%\):\s*([\d.]+)(?:.*?queue length:\s*(\d+))?")
@@ -1093,6 +1111,7 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
         restart = None  # {"stop": el at SIGTERM, "ticks": CPU ticks of the stopped process}
         t0 = time.time()
         pending = sorted(segments, key=lambda g: g["start"])
+        seg_no = {id(g): n for n, g in enumerate(pending)}
         ip_ticks0 = proc_cpu_ticks(ip.pid) if ip else None
         view = sc.get("view")
         view_open = view_closed = None
@@ -1120,7 +1139,8 @@ def run_one(base, outdir, sc_name, sc, arm, rep, template, innopilot_bin, peak=N
                     r = None if rate is None else rate // k + (1 if i < rate % k else 0)
                     out = []
                     p = subprocess.Popen(sysbench_cmd(srv, sc, "run", threads=max(1, math.ceil(threads / k)),
-                                                      duration=g["dur"], rate=r),
+                                                      duration=g["dur"], rate=r,
+                                                      seed=load_seed(rep, seg_no[id(g)], i)),
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                     th = threading.Thread(target=lambda p=p, out=out: out.extend(p.stdout), daemon=True)
                     th.start()
@@ -1492,12 +1512,11 @@ def metrics(sc, sb_rows, samples, view_open, view_closed, hists, first_set_s):
             m["drain_s"] = (drained[0] - vc) if drained else None
             # not drained by the end of the run: at least this long
             m["drain_censored_s"] = None if drained else (hist[-1][0] - vc)
-    # The base load's redo per transaction before the first burst (g, h). It is not the
-    # arm's: on MariaDB 10.11 it takes one of a few values per server start (114, 167,
-    # 220 or 275 bytes in the runs of 2026-11-30, with purge's records counted at 2/8 to
-    # 5/8 of the updates), and an arm that drew more starts the burst with more of the
-    # log filled (the hundred-and-seventeenth run: innopilot 220 in both repetitions,
-    # the defaults 167). The table shows it so that a comparison names the draw.
+    # The base load's redo per transaction before the first burst (g, h): the check that
+    # every open-loop process writes what it claims (`load_seed`). Before the 118th run
+    # it was one of 114, 167, 220 or 275 bytes, drawn at each start (the 117th: innopilot
+    # 220 in both repetitions, the defaults 167); with distinct seeds it is the same in
+    # every arm.
     bursts = [g["start"] for g in sc.get("segments") or [] if str(g.get("tag", "")).startswith("burst")]
     if bursts and min(bursts) >= 30:
         lo, hi = 10, min(bursts) - 2
