@@ -13,7 +13,6 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -447,13 +446,7 @@ fn without_numbers(text: &str) -> String {
     out
 }
 
-/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
-pub fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::server::sample::unix_ms_now;
 
 /// "YYYY-MM-DDTHH:MM:SS.mmmZ" for milliseconds since the Unix epoch (UTC).
 pub fn format_rfc3339_ms(unix_ms: u64) -> String {
@@ -1196,7 +1189,7 @@ mod tests {
     proptest! {
         #[test]
         fn timestamps_match_humantime(ms in 0u64..253_402_300_800_000) {
-            let t = UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
             prop_assert_eq!(
                 format_rfc3339_ms(ms),
                 humantime::format_rfc3339_millis(t).to_string()

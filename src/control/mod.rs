@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
@@ -51,6 +51,7 @@ use crate::control::guard::Guard;
 use crate::control::state::{LockState, StateFile, StateLock, StateStore};
 use crate::metrics::{Phase, Snapshot, Telemetry};
 use crate::policy::{Policy, PolicyInput};
+use crate::server::sample::unix_ms_now;
 use crate::server::{Capabilities, Flavor, Knob, KnobValues, Server, ServerError};
 use crate::signals::{SignalWindow, Signals};
 
@@ -169,13 +170,6 @@ fn poll_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
         std::task::Poll::Ready(v) => Some(v),
         std::task::Poll::Pending => None,
     }
-}
-
-fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Room reserved in the audit log before each live SET: a decision record, its
@@ -389,27 +383,27 @@ impl<S: Server> Controller<S> {
                     LockState::Unknown(why) => format!("the state file {path} shows a live run that is running or did not finish cleanly ({why}); dry-run touches nothing either way: when no innopilot runs, `innopilot restore` puts its baseline back"),
                 };
                 tracing::warn!("{message}");
-                emit(&mut audit, mode, now_unix_ms(), Event::Warning { message });
+                emit(&mut audit, mode, unix_ms_now(), Event::Warning { message });
             }
         }
         let baseline = server.read_knobs().await.map_err(ControlError::Start)?;
         let mut state = StateFile::new(
             std::process::id(),
             opts.target.clone(),
-            now_unix_ms(),
+            unix_ms_now(),
             baseline.clone(),
         );
         state.instance = server.instance();
         state.learned = recalled;
         let mut actuator = Actuator::new(dry_run, store_opt, state);
-        actuator.persist(now_unix_ms())?;
+        actuator.persist(unix_ms_now())?;
         for (knob, base, now) in carried {
-            actuator.carry(knob, base, now, now_unix_ms())?;
+            actuator.carry(knob, base, now, unix_ms_now())?;
         }
         emit(
             &mut audit,
             mode,
-            now_unix_ms(),
+            unix_ms_now(),
             Event::Start {
                 server: format!(
                     "{} {} at {}",
@@ -483,13 +477,13 @@ impl<S: Server> Controller<S> {
     /// their samples are dated: the last sample's time, else the wall clock.
     fn event_unix_ms(&self) -> u64 {
         if self.server.real_time() {
-            return now_unix_ms();
+            return unix_ms_now();
         }
         self.last_signals
             .as_ref()
             .map(|s| s.sample.unix_ms)
             .filter(|t| *t > 0)
-            .unwrap_or_else(now_unix_ms)
+            .unwrap_or_else(unix_ms_now)
     }
 
     fn emit(&mut self, event: Event) {
@@ -697,7 +691,7 @@ impl<S: Server> Controller<S> {
     }
 
     fn rebaseline(&mut self, live: KnobValues) -> Result<(), ControlError> {
-        self.actuator.rebaseline(live.clone(), now_unix_ms())?;
+        self.actuator.rebaseline(live.clone(), unix_ms_now())?;
         self.expected = live.clone();
         self.last_live = live;
         self.uncertain.clear();
@@ -784,7 +778,7 @@ impl<S: Server> Controller<S> {
             let now = self.last_signals.as_ref().map(|s| s.t_ms).unwrap_or(0);
             self.guard.mark_operator_owned(knob, now, seen, expected);
             self.actuator
-                .set_operator_owned(knob, Some(seen), now_unix_ms());
+                .set_operator_owned(knob, Some(seen), unix_ms_now());
             self.expected.insert(knob, seen);
             tracing::warn!(%knob, expected, seen, "changed by someone else: innopilot leaves it alone until `innopilot release {knob}` or a restart");
             self.emit(Event::OperatorOverride {
@@ -811,11 +805,11 @@ impl<S: Server> Controller<S> {
                 continue;
             };
             if self.guard.release(knob) {
-                self.actuator.set_operator_owned(knob, None, now_unix_ms());
+                self.actuator.set_operator_owned(knob, None, unix_ms_now());
                 // The operator's value is what the server should return to from now
                 // on; policies start over so the hand-back causes no bump.
                 if let Some(&live) = self.last_live.get(&knob) {
-                    if let Err(e) = self.actuator.set_baseline_value(knob, live, now_unix_ms()) {
+                    if let Err(e) = self.actuator.set_baseline_value(knob, live, unix_ms_now()) {
                         tracing::warn!("state file: {e}");
                     }
                     self.expected.insert(knob, live);
@@ -1104,7 +1098,7 @@ impl<S: Server> Controller<S> {
         if let Some(result) = poll_now(&mut pending.set) {
             let result = result
                 .map_err(ActuatorError::Server)
-                .and_then(|rb| self.actuator.settle(knob, to, rb, now_unix_ms()));
+                .and_then(|rb| self.actuator.settle(knob, to, rb, unix_ms_now()));
             return self.finish_change(knob, from, to, notes, &d, signals, result, Via::AtOnce);
         }
         // Under way: the dwell counts from now, and the policies see the value asked
@@ -1161,7 +1155,7 @@ impl<S: Server> Controller<S> {
                     ),
                 }))
             }
-            Ok(Ok(readback)) => self.actuator.settle(f.knob, f.to, readback, now_unix_ms()),
+            Ok(Ok(readback)) => self.actuator.settle(f.knob, f.to, readback, unix_ms_now()),
             Ok(Err(e)) => Err(ActuatorError::Server(e)),
             Err(e) => Err(ActuatorError::Server(ServerError::Unexpected {
                 what: "a redo resize",

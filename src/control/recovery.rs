@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{emit, now_unix_ms};
+use super::emit;
 use crate::config::Config;
 use crate::control::actuator::order_changes;
 use crate::control::audit::{AuditLog, Event, Mode, RestoreTrigger};
 use crate::control::state::{
     recovery_plan, refused_values, Leave, LeaveReason, Refused, StateFile,
 };
+use crate::server::sample::unix_ms_now;
 use crate::server::{Knob, Server, ServerError};
 
 /// What crash recovery did, knob by knob.
@@ -112,7 +113,7 @@ pub async fn recover<S: Server>(
         emit(
             audit,
             mode,
-            now_unix_ms(),
+            unix_ms_now(),
             Event::Warning {
                 message: format!(
                     "the state file belongs to another server ({theirs}); not restoring from it"
@@ -154,7 +155,7 @@ pub async fn recover<S: Server>(
                 "crash recovery refuses {r}; {knob} stays at {from}: check the state file (it may have been edited) and the [knobs.{knob}] settings"
             );
             tracing::error!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            emit(audit, mode, unix_ms_now(), Event::Warning { message });
             report.refused.push(r.clone());
             continue;
         }
@@ -178,7 +179,7 @@ pub async fn recover<S: Server>(
                 reason,
             };
             tracing::warn!("{knob}: {}", leave.reason);
-            emit(audit, mode, now_unix_ms(), Event::recovery_skipped(&leave));
+            emit(audit, mode, unix_ms_now(), Event::recovery_skipped(&leave));
             report.left.push(knob);
             continue;
         }
@@ -195,7 +196,7 @@ pub async fn recover<S: Server>(
                  little; `innopilot restore` puts the baseline back now"
             );
             tracing::info!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            emit(audit, mode, unix_ms_now(), Event::Warning { message });
             report.carried.push((knob, to, from));
             continue;
         }
@@ -223,7 +224,7 @@ pub async fn recover<S: Server>(
         emit(
             audit,
             mode,
-            now_unix_ms(),
+            unix_ms_now(),
             Event::Restore {
                 trigger: RestoreTrigger::CrashRecovery,
                 knob,
@@ -238,7 +239,7 @@ pub async fn recover<S: Server>(
     }
     for leave in &plan.leave {
         report.left.push(leave.knob);
-        emit(audit, mode, now_unix_ms(), Event::recovery_skipped(leave));
+        emit(audit, mode, unix_ms_now(), Event::recovery_skipped(leave));
     }
     report.already = plan.already_baseline;
     Ok(report)
@@ -295,7 +296,7 @@ async fn wait_for_resizes<S: Server>(
                 humantime::format_duration(limit)
             );
             tracing::warn!("{message}");
-            emit(audit, mode, now_unix_ms(), Event::Warning { message });
+            emit(audit, mode, unix_ms_now(), Event::Warning { message });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

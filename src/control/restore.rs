@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{now_unix_ms, Controller};
+use super::Controller;
 use crate::control::actuator::Restored;
 use crate::control::audit::{Event, RestoreTrigger};
 use crate::metrics::Phase;
 use crate::policy::flush::shrink_landing_fill;
+use crate::server::sample::unix_ms_now;
 use crate::server::{Knob, KnobValues, Server};
 use crate::signals::Signals;
 
@@ -71,7 +72,7 @@ impl<S: Server> Controller<S> {
         let mut out = Restoration::default();
         let results = self
             .actuator
-            .restore_fast(&mut self.server, live, &skip, now_unix_ms())
+            .restore_fast(&mut self.server, live, &skip, unix_ms_now())
             .await;
         for r in results {
             out.failed |= r.error.is_some();
@@ -162,7 +163,7 @@ impl<S: Server> Controller<S> {
             Some(Ok(readback)) => {
                 r.readback = Some(readback);
                 if readback == to {
-                    self.actuator.restored(knob, now_unix_ms());
+                    self.actuator.restored(knob, unix_ms_now());
                 } else {
                     // MariaDB answers OK with the old size when it abandons a resize.
                     r.error = Some(format!(
@@ -282,18 +283,18 @@ impl<S: Server> Controller<S> {
                 }
             }
             if !outcome.kept.is_empty() {
-                if let Err(e) = self.actuator.keep(&outcome.kept, now_unix_ms()) {
+                if let Err(e) = self.actuator.keep(&outcome.kept, unix_ms_now()) {
                     tracing::warn!("cannot note the kept redo size in the state file: {e}");
                 }
             }
             if outcome.ok() {
-                if let Err(e) = self.actuator.finish(now_unix_ms()) {
+                if let Err(e) = self.actuator.finish(unix_ms_now()) {
                     tracing::warn!("cannot mark the state file clean: {e}");
                 }
             } else if outcome.failed {
                 tracing::error!("the baseline could not be fully restored within {}; the state file keeps it and the next start restores it", humantime::format_duration(limit));
             } else if !outcome.handed_over.is_empty() {
-                if let Err(e) = self.actuator.hand_over(&outcome.handed_over, now_unix_ms()) {
+                if let Err(e) = self.actuator.hand_over(&outcome.handed_over, unix_ms_now()) {
                     tracing::warn!("cannot note the handover in the state file: {e}");
                 }
                 tracing::warn!(

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlRow, MySqlSslMode};
 use sqlx::{ConnectOptions, Connection, Row};
@@ -280,13 +280,6 @@ async fn run_blocking_set(
         what: "reading back a SET GLOBAL",
         detail: format!("{knob}: {e}"),
     })
-}
-
-fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl LiveServer {
@@ -788,7 +781,7 @@ impl Server for LiveServer {
         let mut sample = build_sample(&metric_rows, &caps.signals);
         let t_ms = started.duration_since(self.epoch).as_millis() as u64;
         sample.t_ms = t_ms;
-        sample.unix_ms = now_unix_ms();
+        sample.unix_ms = super::sample::unix_ms_now();
         sample.oldest_trx = self.read_oldest_trx().await?;
         sample.round_trips = 2;
         if sample.undo_bytes.is_none() {

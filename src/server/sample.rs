@@ -81,6 +81,16 @@ pub struct TrxInfo {
     pub active_count: Option<u64>,
 }
 
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970): what
+/// a live sample's [`Sample::unix_ms`], the audit log and the state file are stamped
+/// with. Never a policy's clock ([`Sample::t_ms`] is).
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// One observation. Counters are cumulative since server start; rates are derived in
 /// [`SignalWindow`](crate::signals::SignalWindow).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -939,7 +939,11 @@ impl Flush {
                 0,
                 Intent::Act,
                 format!(
-                    "flushing is managed to move the checkpoint and innodb_flush_neighbors                      is {base}: on a device the server takes for rotational each page from                      the old end of the flush list brings the dirty pages of its area,                      which do not move it (buf_flush_try_neighbors(), measured in                      tests/flush_neighbors.rs); 0 writes the oldest pages only"
+                    "flushing is managed to move the checkpoint and innodb_flush_neighbors \
+                     is {base}: on a device the server takes for rotational each page from \
+                     the old end of the flush list brings the dirty pages of its area, \
+                     which do not move it (buf_flush_try_neighbors(), measured in \
+                     tests/flush_neighbors.rs); 0 writes the oldest pages only"
                 ),
             )
         } else {
@@ -948,7 +952,8 @@ impl Flush {
                 base,
                 Intent::Release,
                 format!(
-                    "flushing is no longer managed: innodb_flush_neighbors back to its                      baseline {base}"
+                    "flushing is no longer managed: innodb_flush_neighbors back to its \
+                     baseline {base}"
                 ),
             )
         })
