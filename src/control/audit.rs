@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::config::AuditConfig;
 use crate::control::state::Leave;
 use crate::policy::arbiter::Decision;
+use crate::server::sample::unix_ms_now;
 use crate::server::{Knob, KnobValues};
 use crate::signals::Signals;
 
@@ -445,8 +446,6 @@ fn without_numbers(text: &str) -> String {
     }
     out
 }
-
-pub use crate::server::sample::unix_ms_now;
 
 /// "YYYY-MM-DDTHH:MM:SS.mmmZ" for milliseconds since the Unix epoch (UTC).
 pub fn format_rfc3339_ms(unix_ms: u64) -> String {

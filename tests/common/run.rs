@@ -300,12 +300,10 @@ pub async fn wait_knob_moved(db: &MariaDb, name: &str, from: u64, limit: Duratio
     .await
 }
 
-/// Wall-clock milliseconds since the Unix epoch, as audit records carry them.
+/// Wall-clock milliseconds since the Unix epoch, as audit records carry them (the
+/// library's own clock).
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    innopilot::server::sample::unix_ms_now()
 }
 
 /// `innopilot ARGS` with none of the INNOPILOT_* settings of the environment, so only
