@@ -59,15 +59,16 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
-                  "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors",
+                  "innopilot_nowatermark", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
 # Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
 # again this many seconds into the run: h's quiet time between its bursts, once the
@@ -128,6 +129,13 @@ ARM_DOC = {
                        "([policy.flush] wake_lwm_pct = 0: innodb_max_dirty_pages_pct_lwm stays the server's 0, as "
                        "in the defaults arm): an ablation, to tell what flushing from the burst's first second "
                        "costs g's writers from what it saves in the hold",
+    "innopilot_neighbors": "innopilot run, default policies with the page cleaner's neighbour flushing left as the "
+                           "server has it ([policy.flush] neighbors_off = false: innodb_flush_neighbors stays 1, as in "
+                           "the defaults arm): an ablation, to tell whether writing only the oldest pages is what "
+                           "slows g's burst in its first seconds",
+    "innopilot_nowatermark": "innopilot run, default policies without the watermark policy ([policy.watermark] "
+                             "enabled = false: purge keeps its 4 threads at the maximum checkpoint age): an ablation, "
+                             "to tell what yielding purge threads to users there buys against the history it leaves",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size "
                       "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
     "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
@@ -772,6 +780,15 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # hundred-and-eighteenth answered no: asleep, 0.955 x innopilot's mean, its burst
         # no faster.
         lines += ["[policy.flush]", "wake_lwm_pct = 0", ""]
+    if arm == "innopilot_neighbors":
+        # Runs 118-119: every innopilot arm's g burst ran 8-18 k TPS in its first
+        # seconds where the defaults' ran 14-20 k, innopilot_sleep too, which had changed
+        # nothing but innodb_flush_neighbors by then.
+        lines += ["[policy.flush]", "neighbors_off = false", ""]
+    if arm == "innopilot_nowatermark":
+        # Run 118: the watermark policy yields purge threads 4 -> 1 at the maximum, and
+        # h's history peaked at 320 k against the defaults' 73 k.
+        lines += ["[policy.watermark]", "enabled = false", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize"):
         lines += ["[policy.flush]", "redo_resize = false", ""]
     if arm == "innopilot_held750":
@@ -1826,7 +1843,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
