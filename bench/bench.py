@@ -789,11 +789,16 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
     if arm == "innopilot_neighbors":
         # Runs 118-119: every innopilot arm's g burst ran 8-18 k TPS in its first
         # seconds where the defaults' ran 14-20 k, innopilot_sleep too, which had changed
-        # nothing but innodb_flush_neighbors by then.
+        # nothing but innodb_flush_neighbors by then. The hundred-and-twenty-first
+        # answered no (51-55 s as fast as innopilot's), and with neighbours left on
+        # the arm ran 0.944 x innopilot's mean, its p99.9 1.28 x as long.
         lines += ["[policy.flush]", "neighbors_off = false", ""]
     if arm == "innopilot_nowatermark":
         # Run 118: the watermark policy yields purge threads 4 -> 1 at the maximum, and
-        # h's history peaked at 320 k against the defaults' 73 k.
+        # h's history peaked at 320 k against the defaults' 73 k. The
+        # hundred-and-twentieth: 1.031 x innopilot's mean, ranges overlapping, burst-1
+        # history alike; the high history was the second burst's handled-but-unfreed
+        # undo, in every arm.
         lines += ["[policy.watermark]", "enabled = false", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize"):
         lines += ["[policy.flush]", "redo_resize = false", ""]
