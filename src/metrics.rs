@@ -484,6 +484,16 @@ pub fn render(s: &Snapshot) -> String {
             sig.history_rate,
         );
         f.gauge(
+            "innopilot_innodb_history_unfreed",
+            "Of the history, undo logs purge has handled and the server not yet freed: not debt (estimate; needs innodb_monitor_enable = module_purge).",
+            u(sig.unfreed_history),
+        );
+        f.gauge(
+            "innopilot_purge_pace_ratio",
+            "Records purge handled per row users updated or deleted over the window (1 = it keeps up; needs the purge counters).",
+            sig.purge_pace,
+        );
+        f.gauge(
             "innopilot_redo_fill_ratio",
             "Checkpoint age over the sync-flush point (1 = users wait for flushing).",
             sig.redo_fill,

@@ -272,6 +272,108 @@ async fn mariadb_trx_id_counter_counts_read_write_transactions_and_com_commit_do
     );
 }
 
+/// The unfreed share of history (`Signals::unfreed_history`) rests on the
+/// INNODB_METRICS purge counters: innopilot's sampler reads them only while they are
+/// enabled (off by default: a disabled counter stands still), purge counts one record
+/// for each row users update or delete once it has handled it
+/// (`row_purge_record()`, row0purge.cc), so its pace against the rows changed is 1
+/// when it keeps up, and it counts none while a read view blocks it, which keeps the
+/// estimate from calling history grown behind a view unfreed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_purge_counters_count_each_row_changed_once_purge_handles_it() {
+    const N: u64 = 1_000;
+    let db = MariaDb::new();
+    db.prepare_table(1_000).await;
+    db.exec("SET GLOBAL innodb_stats_auto_recalc = OFF").await;
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.unwrap();
+    let s = server.sample().await.unwrap();
+    assert_eq!(s.purge_records, None, "counters are off by default: {s:?}");
+
+    db.exec("SET GLOBAL innodb_monitor_enable = 'module_purge'")
+        .await;
+    let mut window = SignalWindow::new(Duration::from_secs(600));
+    let s0 = server.sample().await.unwrap();
+    let handled0 = s0
+        .purge_records
+        .expect("purge counters not sampled once enabled");
+    window.push(s0);
+    run_n(&db, N as u32, "UPDATE test.t SET k = k + 1 WHERE id = {id}").await;
+    db.exec("DELETE FROM test.t WHERE id > 800").await;
+    // Purge handles them within seconds: N updates and 200 delete-marks. A second
+    // later nothing more is counted.
+    let want = N + 200;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = server.sample().await.unwrap();
+        if s.purge_records.unwrap_or(0) >= handled0 + want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "purge counted {:?} of {want} records in 60 s",
+            s.purge_records.map(|h| h - handled0)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let s1 = server.sample().await.unwrap();
+    let sig = window.push(s1.clone());
+    let handled = s1.purge_records.unwrap() - handled0;
+    assert!(
+        (want..=want + 5).contains(&handled),
+        "{N} updates and 200 deletes: purge counted {handled} records"
+    );
+    let pace = sig.purge_pace.expect("pace");
+    assert!(
+        (0.99..=1.01).contains(&pace),
+        "pace {pace} with nothing blocking purge"
+    );
+
+    // Behind a read view purge handles none of the new rows: the pace falls under
+    // KEEP_PACE and history growth stays debt.
+    let view = db.hold_read_view().await;
+    let mut window = SignalWindow::new(Duration::from_secs(600));
+    let s2 = server.sample().await.unwrap();
+    window.push(s2.clone());
+    run_n(&db, N as u32, "UPDATE test.t SET k = k + 1 WHERE id = {id}").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s3 = server.sample().await.unwrap();
+    let sig = window.push(s3.clone());
+    let handled = s3.purge_records.unwrap() - s2.purge_records.unwrap();
+    assert!(
+        handled <= N / 20,
+        "{handled} of {N} rows counted behind a read view"
+    );
+    assert!(
+        sig.purge_pace
+            .is_some_and(|p| p < innopilot::signals::KEEP_PACE),
+        "pace {:?} behind a read view",
+        sig.purge_pace
+    );
+    assert!(
+        s3.history_len.unwrap() >= s2.history_len.unwrap() + N / 2,
+        "history {:?} → {:?}",
+        s2.history_len,
+        s3.history_len
+    );
+    assert_eq!(
+        sig.unfreed_history,
+        Some(0),
+        "growth behind a view called unfreed"
+    );
+    view.release().await;
+
+    db.exec("SET GLOBAL innodb_monitor_disable = 'module_purge'")
+        .await;
+    let s = server.sample().await.unwrap();
+    assert_eq!(
+        s.purge_records, None,
+        "a disabled counter stands still: {s:?}"
+    );
+}
+
 /// Little's law over `for_`: the mean of Threads_running less the sampler's own query,
 /// over the rows changed per second, µs a row, as the purge-rate policy's cost meter
 /// reads it (its averages are the ratio of the means too). Sampled through innopilot's

@@ -400,6 +400,21 @@ pub fn static_findings(set: &Settings, s: &Signals, obs: &Observed, blocked: boo
             .sql("SET GLOBAL innodb_flush_neighbors = 0;"),
         );
     }
+    if s.sample.purge_records.is_none() && s.history_len.is_some() {
+        out.push(
+            Finding::new(
+                "purge",
+                "purge_counters_off",
+                Severity::Info,
+                "The purge counters of INNODB_METRICS are off: history cannot be told from debt".into(),
+            )
+            .why(format!(
+                "History is {history} undo logs. The server counts an undo log in it until it frees the log, not until purge has handled it, and MariaDB frees handled logs only from rollback segments no transaction is using (MDEV-33213): under many busy writers history can rise by hundreds of thousands while purge keeps up, and fall to about 0 once they stop. innodb_max_purge_lag reads the same count. With the counters purge_upd_exist_or_extern_records and purge_del_mark_records (module_purge) innopilot measures how much of the rows users change purge has handled, and neither delays users nor adds purge threads for history that is only waiting to be freed; without them it counts all history as debt. They cost one unlocked increment per purged record."
+            ))
+            .todo("Enable them now and in the option file ([mysqld] innodb_monitor_enable = module_purge), so that they survive a restart.")
+            .sql("SET GLOBAL innodb_monitor_enable = 'module_purge';"),
+        );
+    }
     let growing = s
         .history_rate
         .filter(|r| r.is_finite() && *r > 0.0 && obs.seconds >= MIN_SUSTAINED_S);
@@ -667,7 +682,29 @@ mod tests {
             ..Signals::default()
         };
         s.sample.threads_running = Some(5);
+        // The purge counters on: their finding has its own test.
+        s.sample.purge_records = Some(0);
         s
+    }
+
+    #[test]
+    fn purge_counters_off_have_a_finding() {
+        let o = obs(12.0, 1e6, None);
+        let mut s = loaded();
+        assert!(static_findings(&defaults(), &s, &o, false).is_empty());
+        s.sample.purge_records = None;
+        let fs = static_findings(&defaults(), &s, &o, false);
+        assert_eq!(ids(&fs), ["purge_counters_off"]);
+        assert_eq!(
+            fs[0].sql,
+            ["SET GLOBAL innodb_monitor_enable = 'module_purge';"]
+        );
+        assert!(fs[0]
+            .recommendation
+            .contains("innodb_monitor_enable = module_purge"));
+        // No history known (no InnoDB): nothing to say.
+        s.history_len = None;
+        assert!(static_findings(&defaults(), &s, &o, false).is_empty());
     }
 
     fn ids(fs: &[Finding]) -> Vec<&str> {

@@ -636,6 +636,7 @@ fn purge_split(f: &Facts, h: u64) -> Option<PurgeEstimate> {
         history: h,
         purgeable,
         blocked: h - purgeable,
+        unfreed: 0,
         culprit: None,
         basis,
     };

@@ -91,6 +91,18 @@ pub fn signal_rows(s: &Signals, min_view_age: Duration) -> Vec<SignalRow> {
             "history newer than the oldest read view: unpurgeable until it ends",
         ),
         row(
+            "history_unfreed",
+            int(purge.as_ref().map(|e| e.unfreed).filter(|_| s.unfreed_history.is_some())),
+            "undo logs",
+            "history purge has handled and the server has not yet freed: not debt (an estimate; needs the INNODB_METRICS purge counters, innodb_monitor_enable = module_purge)",
+        ),
+        row(
+            "purge_pace",
+            ratio(s.purge_pace),
+            "ratio",
+            "records purge handled per row users updated or deleted, over the window (1: it keeps up; needs the purge counters)",
+        ),
+        row(
             "history_blocked_by",
             purge
                 .as_ref()

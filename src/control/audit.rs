@@ -338,6 +338,9 @@ pub fn compact_signals(s: &Signals) -> serde_json::Value {
     );
     put("history_len", s.history_len.map(Into::into));
     put("history_rate", round(s.history_rate, 1.0, 1));
+    // What of it purge has handled (the purge counters on): no debt.
+    put("history_unfreed", s.unfreed_history.map(Into::into));
+    put("purge_pace", round(s.purge_pace, 1.0, 3));
     put("dml_rate", round(s.dml_rate, 1.0, 1));
     // With the DML rate, the user threads behind it (Little's law): what the purge-rate
     // policy's cost cap is predicted from.

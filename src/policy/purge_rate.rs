@@ -1030,7 +1030,8 @@ impl Policy for PurgeRate {
         let Some(est) = self.estimate(s) else {
             return Vec::new();
         };
-        let Some(y) = s.history_rate.filter(|r| r.is_finite()) else {
+        // The debt's rate: history's, less the growth of its handled-but-unfreed share.
+        let Some(y) = s.debt_rate() else {
             return Vec::new();
         };
         let stages = self.stages(input.caps, input.baseline);
@@ -1080,12 +1081,20 @@ impl Policy for PurgeRate {
             return self.release_all(input, &why);
         }
 
-        let blocked_note = match &est.culprit {
+        let mut blocked_note = match &est.culprit {
             Some(c) if est.blocked > 0 => {
                 format!(", ≈{} blocked by {}", est.blocked, c.describe())
             }
             _ => String::new(),
         };
+        if est.unfreed > 0 {
+            blocked_note.push_str(&format!(
+                ", ≈{} handled by purge and not yet freed (purge's pace {})",
+                est.unfreed,
+                s.purge_pace
+                    .map_or_else(|| "unknown".to_string(), |f| format!("{f:.2}"))
+            ));
+        }
         let low = (budget as f64 * RELEASE_SHARE) as u64;
         if !self.state.active {
             if !over {
@@ -1444,8 +1453,12 @@ impl Policy for PurgeRate {
             None => replanned,
         }
         .max(0.0) as u64;
-        // History at the schedule's zero excess: blocked (the server counts it) + budget.
-        let on_budget = est.blocked.saturating_add(budget);
+        // History at the schedule's zero excess: blocked and unfreed (the server counts
+        // both, and its switch compares its count with the lag) + budget.
+        let on_budget = est
+            .blocked
+            .saturating_add(est.unfreed)
+            .saturating_add(budget);
         let target = on_budget.saturating_add(ahead).max(1);
         let want_now = line.map(|l| on_budget.saturating_add(l.excess_at(s.t_ms) as u64));
         let plan = Plan {

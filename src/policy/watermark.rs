@@ -330,9 +330,10 @@ impl Watermark {
         let e = estimate(input.signals, Duration::ZERO)?;
         let purgeable = e.purgeable;
         let growing = !e.is_blocked();
+        // The growth of history purge has not handled: the unfreed share is no debt.
         let rate = input
             .signals
-            .history_rate
+            .debt_rate()
             .filter(|r| growing && r.is_finite() && *r > 0.0)
             .unwrap_or(0.0);
         let projected = purgeable as f64 + rate * self.cfg.yield_horizon.as_secs_f64();

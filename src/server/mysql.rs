@@ -25,7 +25,7 @@ use super::flavor::{
 };
 use super::sample::{
     build_sample, holds_read_view, parse_u64, MetricRows, RowKind, Sample, TrxInfo,
-    EXTRA_VARIABLE_NAMES, METRIC_NAMES, STATUS_NAMES,
+    EXTRA_VARIABLE_NAMES, METRIC_NAMES, PURGE_METRIC_NAMES, STATUS_NAMES,
 };
 use super::{
     Capabilities, Globals, HistoryWait, Knob, KnobValues, PendingSet, Server, ServerError,
@@ -92,15 +92,30 @@ fn knob_names() -> String {
     )
 }
 
-/// The one union query of a sample: status, variables, and on MySQL InnoDB metrics and
-/// undo tablespace sizes. Column 1 says which kind each row is.
+/// The one union query of a sample: status, variables, the purge counters of InnoDB
+/// metrics while they are enabled, and on MySQL the other InnoDB metrics and undo
+/// tablespace sizes. Column 1 says which kind each row is.
+///
+/// A metric is enabled exactly while it has a start time and no stop time
+/// (`TIME_ENABLED`/`TIME_DISABLED`, i_s.cc, both servers): MariaDB ≥ 10.5 names its
+/// flag column `ENABLED` and MySQL `STATUS`, so the times are the one test that reads
+/// alike everywhere.
 pub fn sample_sql(id: &ServerIdentity) -> String {
     let status = quoted_list(STATUS_NAMES.iter().copied());
     let vars = knob_names();
+    let name = match id.flavor {
+        Flavor::MariaDb => "NAME",
+        Flavor::MySql => "CONVERT(NAME USING utf8mb4)",
+    };
+    let purge = format!(
+        " UNION ALL SELECT 'M', {name}, CAST(`COUNT` AS CHAR) FROM information_schema.INNODB_METRICS \
+         WHERE NAME IN ({}) AND TIME_ENABLED IS NOT NULL AND TIME_DISABLED IS NULL",
+        quoted_list(PURGE_METRIC_NAMES.iter().copied())
+    );
     match id.flavor {
         Flavor::MariaDb => format!(
             "SELECT 'S', VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ({status}) \
-             UNION ALL SELECT 'V', VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN ({vars})"
+             UNION ALL SELECT 'V', VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN ({vars}){purge}"
         ),
         Flavor::MySql => {
             let metrics = quoted_list(METRIC_NAMES.iter().copied());
@@ -112,7 +127,7 @@ pub fn sample_sql(id: &ServerIdentity) -> String {
             format!(
                 "SELECT 'S', CONVERT(VARIABLE_NAME USING utf8mb4), CONVERT(VARIABLE_VALUE USING utf8mb4) FROM performance_schema.global_status WHERE VARIABLE_NAME IN ({status}) \
                  UNION ALL SELECT 'V', CONVERT(VARIABLE_NAME USING utf8mb4), CONVERT(VARIABLE_VALUE USING utf8mb4) FROM performance_schema.global_variables WHERE VARIABLE_NAME IN ({vars}) \
-                 UNION ALL SELECT 'M', CONVERT(NAME USING utf8mb4), CAST(`COUNT` AS CHAR) FROM information_schema.INNODB_METRICS WHERE NAME IN ({metrics}){undo}"
+                 UNION ALL SELECT 'M', CONVERT(NAME USING utf8mb4), CAST(`COUNT` AS CHAR) FROM information_schema.INNODB_METRICS WHERE NAME IN ({metrics}){purge}{undo}"
             )
         }
     }
@@ -1142,6 +1157,7 @@ mod tests {
         let sql = sample_sql(&m);
         assert!(sql.contains("information_schema.GLOBAL_STATUS"));
         assert!(sql.contains("'innodb_purge_threads'"));
+        assert!(sql.contains("'purge_del_mark_records'") && sql.contains("TIME_DISABLED IS NULL"));
         let o = ServerIdentity::parse("8.4.3", "MySQL Community Server - GPL").unwrap();
         let sql = sample_sql(&o);
         assert!(sql.contains("performance_schema.global_status"));

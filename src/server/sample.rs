@@ -137,6 +137,15 @@ pub struct Sample {
     /// only COMMIT statements, it sees autocommit writes. MySQL has no such status.
     #[serde(default)]
     pub max_trx_id: Option<u64>,
+    /// Counter: undo records of users' updates and deletes that purge has handled,
+    /// INNODB_METRICS `purge_upd_exist_or_extern_records` + `purge_del_mark_records`
+    /// (`row_purge_record()`, row0purge.cc: one per record, whether or not its undo log
+    /// has been freed from history yet). `None` unless both counters are enabled
+    /// (`innodb_monitor_enable = module_purge`; they are off by default), since a
+    /// disabled counter stands still. What tells history purge has handled from
+    /// history it has not ([`crate::signals::Signals::unfreed_history`]).
+    #[serde(default)]
+    pub purge_records: Option<u64>,
     pub threads_running: Option<u64>,
     pub oldest_trx: Option<TrxInfo>,
     /// Total bytes of undo tablespaces, when visible.
@@ -298,6 +307,13 @@ pub const METRIC_NAMES: &[&str] = &[
     "log_max_modified_age_sync",
 ];
 
+/// INNODB_METRICS purge counters read on both flavors, only while enabled (the union
+/// query filters on it): see [`Sample::purge_records`].
+pub const PURGE_METRIC_NAMES: &[&str] = &[
+    "purge_upd_exist_or_extern_records",
+    "purge_del_mark_records",
+];
+
 /// Builds a sample from the rows of the union query. The time fields, the oldest
 /// transaction, undo file sizes and replica lag are filled in by the caller.
 pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
@@ -391,6 +407,12 @@ pub fn build_sample(rows: &MetricRows, sources: &SignalSources) -> Sample {
         .or_else(|| rows.status("Handler_delete", &mut u));
     s.commits = rows.status("Com_commit", &mut u);
     s.max_trx_id = rows.status("Innodb_max_trx_id", &mut u);
+    // Both counters or none: one of them alone is not the records purge handled.
+    s.purge_records = PURGE_METRIC_NAMES
+        .iter()
+        .map(|n| rows.metric(n, &mut u))
+        .collect::<Option<Vec<u64>>>()
+        .map(|v| v.iter().fold(0u64, |a, b| a.saturating_add(*b)));
     s.threads_running = rows.status("Threads_running", &mut u);
     s.undo_truncations = rows.status("Innodb_undo_truncations", &mut u);
     s.undo_tablespaces = if rows.undo_spaces.is_empty() {
@@ -464,6 +486,27 @@ mod tests {
             ..r.clone()
         };
         assert_eq!(unknown.sync_point_at(134_217_728), None);
+    }
+
+    /// The records purge handled are both counters' sum, and unknown unless both are
+    /// there (the union query returns only enabled ones).
+    #[test]
+    fn purge_records_need_both_counters() {
+        use RowKind::*;
+        let both = rows(&[
+            (Metric, "purge_upd_exist_or_extern_records", Some("700")),
+            (Metric, "purge_del_mark_records", Some("42")),
+        ]);
+        assert_eq!(build_sample(&both, &maria()).purge_records, Some(742));
+        let one = rows(&[(Metric, "purge_del_mark_records", Some("42"))]);
+        assert_eq!(build_sample(&one, &maria()).purge_records, None);
+        let bad = rows(&[
+            (Metric, "purge_upd_exist_or_extern_records", Some("-1")),
+            (Metric, "purge_del_mark_records", Some("42")),
+        ]);
+        let s = build_sample(&bad, &mysql8());
+        assert_eq!(s.purge_records, None);
+        assert!(!s.unparsed.is_empty());
     }
 
     fn maria() -> SignalSources {

@@ -33,6 +33,17 @@
 //! server's own transaction numbers instead ([`split_by_trx_numbers`]), which is exact
 //! where it matters most: a view opened before any of the history.
 //!
+//! Part of what the view split calls purgeable may already be *handled*: purge has
+//! removed its old versions, and the server has not yet freed its undo logs from
+//! history. MariaDB 10.11 frees them only after a batch, from rollback segments no
+//! transaction is using (`purge_sys_t::iterator::free_history_rseg()`, MDEV-33213), so
+//! under many busy writers `Innodb_history_list_length` can rise by hundreds of
+//! thousands while purge keeps up (the hundred-and-twentieth real-server run), and
+//! falls to about 0 seconds after the writers stop. Where the purge counters of
+//! INNODB_METRICS are enabled, [`crate::signals::SignalWindow`] estimates that share
+//! ([`Signals::unfreed_history`]) and [`estimate`] takes it out of the purgeable part
+//! (`history = purgeable + blocked + unfreed`); without them it is 0, as before.
+//!
 //! History is counted in *undo logs*: `Innodb_history_list_length` is the number of
 //! committed transactions whose undo purge has not yet freed, one per transaction that
 //! updated or deleted, however many rows it changed.
@@ -126,8 +137,13 @@ pub struct PurgeEstimate {
     pub history: u64,
     /// Estimated part purge can remove now (an upper estimate).
     pub purgeable: u64,
-    /// `history − purgeable`: newer than the oldest read view.
+    /// Newer than the oldest read view: purge may not touch it until the view ends.
     pub blocked: u64,
+    /// Handled by purge but not yet freed from history ([`Signals::unfreed_history`]):
+    /// not debt. 0 where the purge counters are off. `history = purgeable + blocked +
+    /// unfreed`.
+    #[serde(default)]
+    pub unfreed: u64,
     /// The transaction holding the oldest read view, when it is old enough to matter.
     pub culprit: Option<Culprit>,
     pub basis: Basis,
@@ -137,7 +153,11 @@ impl PurgeEstimate {
     /// Purge is blocked: a read view holds back at least as much history as purge can
     /// still remove. DML delay cannot help then.
     pub fn is_blocked(&self) -> bool {
-        self.culprit.is_some() && self.blocked > 0 && self.blocked >= self.purgeable
+        // Against the view's own split: the unfreed share is on the purgeable side of
+        // the view.
+        self.culprit.is_some()
+            && self.blocked > 0
+            && self.blocked >= self.purgeable.saturating_add(self.unfreed)
     }
 }
 
@@ -145,6 +165,16 @@ impl PurgeEstimate {
 /// when history length is unknown. Pure: `status`, metrics and the policy all call it
 /// on the same [`Signals`].
 pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstimate> {
+    let mut e = split_view(signals, min_view_age)?;
+    // Handled-but-unfreed undo is part of what the view split calls purgeable (the
+    // server frees it without purging it again).
+    e.unfreed = signals.unfreed_history.unwrap_or(0).min(e.purgeable);
+    e.purgeable -= e.unfreed;
+    Some(e)
+}
+
+/// History split by the oldest read view alone: purgeable and blocked.
+fn split_view(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstimate> {
     let h = signals.history_len?;
     let view = signals
         .sample
@@ -156,6 +186,7 @@ pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstima
             history: h,
             purgeable: h,
             blocked: 0,
+            unfreed: 0,
             culprit: None,
             basis: Basis::NoBlockingView,
         });
@@ -188,6 +219,7 @@ pub fn estimate(signals: &Signals, min_view_age: Duration) -> Option<PurgeEstima
         history: h,
         purgeable,
         blocked: h - purgeable,
+        unfreed: 0,
         culprit: Some(Culprit::from_trx(trx)),
         basis,
     })

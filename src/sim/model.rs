@@ -1440,6 +1440,15 @@ impl Model {
                 }
             }
         }
+        if self.sc.purge_counters {
+            // Every record the twin purges is an update's (`oltp_update_*`).
+            rows.push(
+                RowKind::Metric,
+                "purge_upd_exist_or_extern_records",
+                Some(format!("{}", self.purged_total.max(0.0) as u64)),
+            );
+            rows.push(RowKind::Metric, "purge_del_mark_records", Some("0".into()));
+        }
         for (k, v) in &self.knobs {
             rows.push(RowKind::Variable, k.var_name(), Some(v.to_string()));
         }
