@@ -59,16 +59,16 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                   "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors",
-                  "innopilot_nowatermark", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_nowatermark", "innopilot_prev", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
 # Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
 # again this many seconds into the run: h's quiet time between its bursts, once the
@@ -136,6 +136,9 @@ ARM_DOC = {
     "innopilot_nowatermark": "innopilot run, default policies without the watermark policy ([policy.watermark] "
                              "enabled = false: purge keeps its 4 threads at the maximum checkpoint age): an ablation, "
                              "to tell what yielding purge threads to users there buys against the history it leaves",
+    "innopilot_prev": "the innopilot arm's configuration run by another build (--innopilot-prev): an earlier "
+                      "commit against the one under test, interleaved on one machine, to tell a change's effect "
+                      "from the machine's",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size "
                       "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
     "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
@@ -1854,7 +1857,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_prev": "#7f7f7f", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
@@ -2045,6 +2048,9 @@ def main():
                     help="run every repetition of a scenario even when its first defaults run did not "
                          "reproduce the pathology (default: stop the scenario there, saying why)")
     ap.add_argument("--innopilot", required=True, help="path to the innopilot binary")
+    ap.add_argument("--innopilot-prev", default=None,
+                    help="path to another innopilot build, run by the innopilot_prev arm with the innopilot arm's "
+                         "configuration (required when that arm is selected)")
     ap.add_argument("--out", required=True, help="results directory")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir under /var/tmp)")
     ap.add_argument("--read-iops", type=int, default=None,
@@ -2105,6 +2111,10 @@ def main():
         else:
             arms = DEFAULT_ARMS.get(n, ["defaults", "purge1", "threshold", "watermark", "innopilot", "dryrun"])
         plan.append((n, sc, arms))
+    if any("innopilot_prev" in arms for _, _, arms in plan):
+        if not a.innopilot_prev or not os.access(a.innopilot_prev, os.X_OK):
+            sys.exit("the innopilot_prev arm runs another build: give its path with --innopilot-prev "
+                     f"(got {a.innopilot_prev!r}, not an executable file)")
     est = estimate_s(plan, reps)
     # A results directory is one run's record: writing a second run into it would mix
     # its CSVs with the first's and replace its summary. The quick run's directory is
@@ -2239,7 +2249,8 @@ def run_scenario(a, reps, arms, sc_name, sc, results, meta):
             for arm in arms:
                 t = time.time()
                 try:
-                    res, _, _ = run_one(BASE_DIR, a.out, sc_name, sc, arm, rep, template, a.innopilot,
+                    binary = a.innopilot_prev if arm == "innopilot_prev" else a.innopilot
+                    res, _, _ = run_one(BASE_DIR, a.out, sc_name, sc, arm, rep, template, binary,
                                         peak=peak, log_dir_root=log_dir_root)
                 except Exception as e:
                     log(f"!! {sc_name} {arm} r{rep} failed: {e!r}")
