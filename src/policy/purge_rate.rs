@@ -63,17 +63,18 @@
 //! per row changed. For D ≤ 5 ms that is a switch, on exactly while H > L and purge
 //! progresses. Each tick the policy sets
 //!
-//! L = B + b + max(0, min(ℓ(t + s), P − b − r · s)),
+//! L = B + U + b + max(0, min(ℓ(t + s), P − b − r · s)),
 //!
-//! the history the schedule wants s ahead (B the blocked history, which the
-//! server counts too; ℓ the stage's `Line` from the excess when it started to 0 at
-//! the deadline; s the time until the next lag may be set,
+//! the history the schedule wants s ahead (B the blocked history and U the share purge
+//! has handled and the server not yet freed, [`PurgeEstimate::unfreed`], which the
+//! server counts too: P and the debt's rate, [`Signals::debt_rate`], leave U out; ℓ
+//! the stage's `Line` from the excess when it started to 0 at the deadline; s the time until the next lag may be set,
 //! [`PurgeRateConfig::lag_step`], one tick with the shipped settings). The server
 //! then delays rows only while purge is behind schedule and stops within one batch
 //! once it has caught up: pulse-width control at the server's own rate, where
 //! innopilot samples once a second. A lag that moves every tick spreads the on-time
 //! over each second; one that moved every 5 s made users run at half the median for
-//! 2–3 s and at full rate for 3 s ([`SCHEDULE_STEP_S`]). With P ≤ b the lag is B + b,
+//! 2–3 s and at full rate for 3 s ([`SCHEDULE_STEP_S`]). With P ≤ b the lag is B + U + b,
 //! and the switch holds history at the budget. (MySQL leads by [`SCHEDULE_STEP_S`].)
 //! While history is more than a schedule step under the threshold in effect the server
 //! applies no delay, so the amplitude is held: it is what the switch applies once
@@ -89,7 +90,7 @@
 //! rate. After that a slow integral corrects it on the
 //! schedule miss m (history minus where the schedule wants it now, in schedule steps,
 //! clamped to ±1): ×e^(0.05·m) per second behind, and ahead ×e^(0.05·m) on MariaDB,
-//! where "now" is B + b + ℓ(t), ×e^(0.02·m) on MySQL, where it is the last threshold
+//! where "now" is B + U + b + ℓ(t), ×e^(0.02·m) on MySQL, where it is the last threshold
 //! ([`AMP_UP_PER_S`], [`AMP_DOWN_LINE_PER_S`]). That absorbs what the model leaves out: the server turns
 //! the switch off after a batch that handled no pages (the live check in tests/model.rs
 //! saw no row delayed for 0.25–0.75 s after a view's end), a sleep costs more than its
