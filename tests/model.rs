@@ -191,6 +191,19 @@ async fn run_n(db: &MariaDb, n: u32, sql: &str) {
     }
 }
 
+/// A private server with 1 000 rows and innopilot's sampler on it, for tests that
+/// count what statements do to the server's counters.
+async fn counting_server() -> (MariaDb, LiveServer) {
+    let db = MariaDb::new();
+    db.prepare_table(1_000).await;
+    // No background statistics transaction in the middle of the counts.
+    db.exec("SET GLOBAL innodb_stats_auto_recalc = OFF").await;
+    let target = parse_dsn(&db.dsn()).unwrap();
+    let mut server = LiveServer::new(target, LiveOptions::default());
+    server.probe().await.unwrap();
+    (db, server)
+}
+
 /// The purge-rate policy's inflow of undo logs (`Signals::undo_inflow`) rests on
 /// this: MariaDB's `Innodb_max_trx_id` advances by two for each read-write
 /// transaction (its id and its commit number), autocommit or not, and not for a
@@ -200,13 +213,7 @@ async fn run_n(db: &MariaDb, n: u32, sql: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_trx_id_counter_counts_read_write_transactions_and_com_commit_does_not() {
     const N: u32 = 300;
-    let db = MariaDb::new();
-    db.prepare_table(1_000).await;
-    // No background statistics transaction in the middle of the counts.
-    db.exec("SET GLOBAL innodb_stats_auto_recalc = OFF").await;
-    let target = parse_dsn(&db.dsn()).unwrap();
-    let mut server = LiveServer::new(target, LiveOptions::default());
-    server.probe().await.unwrap();
+    let (db, mut server) = counting_server().await;
     let mut window = SignalWindow::new(Duration::from_secs(60));
     let sample = async |server: &mut LiveServer| {
         let s = server.sample().await.unwrap();
@@ -282,12 +289,7 @@ async fn mariadb_trx_id_counter_counts_read_write_transactions_and_com_commit_do
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_purge_counters_count_each_row_changed_once_purge_handles_it() {
     const N: u64 = 1_000;
-    let db = MariaDb::new();
-    db.prepare_table(1_000).await;
-    db.exec("SET GLOBAL innodb_stats_auto_recalc = OFF").await;
-    let target = parse_dsn(&db.dsn()).unwrap();
-    let mut server = LiveServer::new(target, LiveOptions::default());
-    server.probe().await.unwrap();
+    let (db, mut server) = counting_server().await;
     let s = server.sample().await.unwrap();
     assert_eq!(s.purge_records, None, "counters are off by default: {s:?}");
 
