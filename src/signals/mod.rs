@@ -374,8 +374,9 @@ impl SignalWindow {
     /// ΔH: a fall frees handled logs, and U, which only ever holds handled logs, falls
     /// with it first (toward counting debt); a rise while purge keeps pace
     /// ([`KEEP_PACE`]) adds what purge's unhandled share of the inflow,
-    /// (1 − pace) · inflow · Δt, does not explain. Anything unknown (counters off or
-    /// reset, no history, no inflow) forgets U: all history counts as debt again.
+    /// (1 − pace) · inflow · Δt, does not explain; a rise while the pace is under it or
+    /// unknown, or the inflow unknown, adds nothing (growth is debt). Counters off or
+    /// reset, or history unknown, forget U: all history counts as debt again.
     /// 0 ≤ U ≤ H.
     fn update_unfreed(&mut self, sig: &mut Signals) {
         let (handled_rate, pace) = self.purge_pace();
