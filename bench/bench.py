@@ -59,13 +59,13 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_prev", "innopilot_300k_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                   "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors",
-                  "innopilot_nowatermark", "innopilot_prev", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_nowatermark", "innopilot_prev", "innopilot_300k_prev", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
 OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
@@ -139,6 +139,8 @@ ARM_DOC = {
     "innopilot_prev": "the innopilot arm's configuration run by another build (--innopilot-prev): an earlier "
                       "commit against the one under test, interleaved on one machine, to tell a change's effect "
                       "from the machine's",
+    "innopilot_300k_prev": "innopilot_300k's configuration run by the --innopilot-prev build: a change against "
+                           "the commit before it at a budget the scenario's history passes",
     "innopilot_redo": "innopilot run, default policies plus redo resizing ([policy.flush] redo_resize, innodb_log_file_size "
                       "managed, its floor the scenario's redo); the shipped defaults since 2026-11-26 resize too",
     "innopilot_noresize": "innopilot run, default policies without redo resizing ([policy.flush] redo_resize = false): "
@@ -741,6 +743,10 @@ def blkio_remove():
 # innopilot
 
 def innopilot_config(path, arm, audit, state, http_port, sc=None):
+    # An arm run by the --innopilot-prev build has the configuration of the arm it
+    # repeats: innopilot_prev is innopilot's, innopilot_300k_prev innopilot_300k's.
+    if arm.endswith("_prev"):
+        arm = arm[: -len("_prev")]
     lines = [
         "[control]", f'state_file = "{state}"', "",
         "[audit]", f'path = "{audit}"', "",
@@ -1857,7 +1863,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_prev": "#7f7f7f", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_prev": "#7f7f7f", "innopilot_300k_prev": "#393b79", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
@@ -2049,8 +2055,8 @@ def main():
                          "reproduce the pathology (default: stop the scenario there, saying why)")
     ap.add_argument("--innopilot", required=True, help="path to the innopilot binary")
     ap.add_argument("--innopilot-prev", default=None,
-                    help="path to another innopilot build, run by the innopilot_prev arm with the innopilot arm's "
-                         "configuration (required when that arm is selected)")
+                    help="path to another innopilot build, run by the *_prev arms with the configuration of the "
+                         "arm they repeat (innopilot_prev: innopilot's; required when one is selected)")
     ap.add_argument("--out", required=True, help="results directory")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir under /var/tmp)")
     ap.add_argument("--read-iops", type=int, default=None,
@@ -2111,9 +2117,9 @@ def main():
         else:
             arms = DEFAULT_ARMS.get(n, ["defaults", "purge1", "threshold", "watermark", "innopilot", "dryrun"])
         plan.append((n, sc, arms))
-    if any("innopilot_prev" in arms for _, _, arms in plan):
+    if any(arm.endswith("_prev") for _, _, arms in plan for arm in arms):
         if not a.innopilot_prev or not os.access(a.innopilot_prev, os.X_OK):
-            sys.exit("the innopilot_prev arm runs another build: give its path with --innopilot-prev "
+            sys.exit("the *_prev arms run another build: give its path with --innopilot-prev "
                      f"(got {a.innopilot_prev!r}, not an executable file)")
     est = estimate_s(plan, reps)
     # A results directory is one run's record: writing a second run into it would mix
@@ -2249,7 +2255,7 @@ def run_scenario(a, reps, arms, sc_name, sc, results, meta):
             for arm in arms:
                 t = time.time()
                 try:
-                    binary = a.innopilot_prev if arm == "innopilot_prev" else a.innopilot
+                    binary = a.innopilot_prev if arm.endswith("_prev") else a.innopilot
                     res, _, _ = run_one(BASE_DIR, a.out, sc_name, sc, arm, rep, template, binary,
                                         peak=peak, log_dir_root=log_dir_root)
                 except Exception as e:
