@@ -240,6 +240,24 @@ pub fn looks_restarted(prev: &Sample, cur: &Sample) -> bool {
     .any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if b < a))
 }
 
+/// Drops entries at the front older than `span` before `now` (ms), keeping at least
+/// `keep` of them: the window's samples and its series share one rule.
+fn trim_older<T>(
+    q: &mut VecDeque<T>,
+    now: u64,
+    span: Duration,
+    keep: usize,
+    t: impl Fn(&T) -> u64,
+) {
+    let span_ms = span.as_millis() as u64;
+    while q.len() > keep
+        && q.front()
+            .is_some_and(|e| now.saturating_sub(t(e)) > span_ms)
+    {
+        q.pop_front();
+    }
+}
+
 fn rate(prev: Option<u64>, cur: Option<u64>, dt_s: f64) -> Option<f64> {
     match (prev, cur) {
         (Some(a), Some(b)) if b >= a && dt_s > 0.0 => Some((b - a) as f64 / dt_s),
@@ -302,11 +320,7 @@ impl SignalWindow {
         let mut reset = self.samples.is_empty();
         if let Some(prev) = self.samples.back() {
             if counter_went_back(prev, &sample) {
-                self.samples.clear();
-                self.history_log.clear();
-                self.drain = None;
-                self.dml_ref = None;
-                self.unfreed.clear();
+                self.reset();
                 reset = true;
             }
         }
@@ -319,26 +333,11 @@ impl SignalWindow {
             {
                 self.history_log.push_back((t, h));
             }
-            let memory_ms = HISTORY_MEMORY.as_millis() as u64;
-            while self
-                .history_log
-                .front()
-                .is_some_and(|(f, _)| t.saturating_sub(*f) > memory_ms)
-            {
-                self.history_log.pop_front();
-            }
+            trim_older(&mut self.history_log, t, HISTORY_MEMORY, 0, |p| p.0);
         }
+        let newest = sample.t_ms;
         self.samples.push_back(sample);
-        let newest = self.samples.back().map(|s| s.t_ms).unwrap_or(0);
-        let span_ms = self.span.as_millis() as u64;
-        while self.samples.len() > 2
-            && self
-                .samples
-                .front()
-                .is_some_and(|s| newest.saturating_sub(s.t_ms) > span_ms)
-        {
-            self.samples.pop_front();
-        }
+        trim_older(&mut self.samples, newest, self.span, 2, |s| s.t_ms);
         let mut sig = self.derive(reset);
         sig.view_history = self.view_history(&sig.sample);
         sig.history_drain_rate = self.update_drain(&sig);
@@ -416,15 +415,7 @@ impl SignalWindow {
         .clamp(0.0, h as f64);
         let t = sig.t_ms;
         self.unfreed.push_back((t, u));
-        let span_ms = self.span.as_millis() as u64;
-        while self.unfreed.len() > 2
-            && self
-                .unfreed
-                .front()
-                .is_some_and(|(f, _)| t.saturating_sub(*f) > span_ms)
-        {
-            self.unfreed.pop_front();
-        }
+        trim_older(&mut self.unfreed, t, self.span, 2, |p| p.0);
         let first = self.unfreed.front().map(|p| p.0).unwrap_or(t);
         let pts: Vec<(f64, f64)> = self
             .unfreed
