@@ -14,7 +14,8 @@
 //!   seam), the knob allowlist, errors, [`server::sample::Sample`] and its row parsing,
 //!   flavor and capabilities, DSNs and connecting, the live sqlx server, recordings.
 //! - [`signals`]: what is *derived* from samples: windows, rates, trends, restart
-//!   detection, and the purge estimate (purgeable vs blocked, who blocks).
+//!   detection, the purge estimate (purgeable vs blocked, who blocks) and the share of
+//!   history purge has handled but the server has not freed (`signals::unfreed`).
 //! - [`policy`]: pure policies (signals → proposals), each one file with its config
 //!   section (flush, with its two levers, one folder: the page cleaner, its batch
 //!   past the async point and [`policy::flush`]'s redo headroom); the two largest
