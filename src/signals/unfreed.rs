@@ -111,6 +111,7 @@ mod tests {
     use super::super::tests::sample_at;
     use super::*;
     use crate::signals::purge;
+    use std::ops::RangeInclusive;
     use std::time::Duration;
 
     /// A burst of 10 000 single-row updates a second: history rises 5 000/s while
@@ -123,13 +124,21 @@ mod tests {
         }
     }
 
+    /// Pushes the burst's seconds `ts` (history growing 5 000/s, purge handling
+    /// `handled_per_s` records a second, or its counters off) and returns the last
+    /// signals.
+    fn grow(w: &mut SignalWindow, ts: RangeInclusive<u64>, handled_per_s: Option<u64>) -> Signals {
+        let mut sig = Signals::default();
+        for t in ts {
+            sig = w.push(burst(t, 5_000 * t, handled_per_s.map(|h| h * t)));
+        }
+        sig
+    }
+
     #[test]
     fn history_purge_keeps_pace_with_is_unfreed_not_debt() {
         let mut w = SignalWindow::new(Duration::from_secs(10));
-        let mut sig = Signals::default();
-        for t in 0..=30 {
-            sig = w.push(burst(t, 5_000 * t, Some(10_000 * t)));
-        }
+        let mut sig = grow(&mut w, 0..=30, Some(10_000));
         assert_eq!(sig.purge_pace, Some(1.0));
         assert_eq!(sig.purge_handled_rate, Some(10_000.0));
         assert_eq!(sig.unfreed_history, Some(150_000));
@@ -148,18 +157,19 @@ mod tests {
     fn growth_purge_does_not_handle_stays_debt() {
         // Purge handles 6 000 of 10 000 records a second: 4 000 undo logs/s are debt,
         // and history growing 5 000/s leaves 1 000/s to the unfreed share.
-        let mut w = SignalWindow::new(Duration::from_secs(10));
-        let mut sig = Signals::default();
-        for t in 0..=20 {
-            sig = w.push(burst(t, 5_000 * t, Some(6_000 * t)));
-        }
+        let sig = grow(
+            &mut SignalWindow::new(Duration::from_secs(10)),
+            0..=20,
+            Some(6_000),
+        );
         assert_eq!(sig.purge_pace, Some(0.6));
         // Under KEEP_PACE: all growth is debt.
         assert_eq!(sig.unfreed_history, Some(0));
-        let mut w = SignalWindow::new(Duration::from_secs(10));
-        for t in 0..=20 {
-            sig = w.push(burst(t, 5_000 * t, Some(9_500 * t)));
-        }
+        let sig = grow(
+            &mut SignalWindow::new(Duration::from_secs(10)),
+            0..=20,
+            Some(9_500),
+        );
         // Over it: the unhandled share (5 %, 500/s) stays debt, the rest is unfreed.
         assert_eq!(sig.unfreed_history, Some(90_000));
         assert!((sig.debt_rate().unwrap() - 500.0).abs() < 1.0);
@@ -168,17 +178,12 @@ mod tests {
     #[test]
     fn counters_off_or_reset_count_all_history_as_debt() {
         let mut w = SignalWindow::new(Duration::from_secs(10));
-        let mut sig = Signals::default();
-        for t in 0..=10 {
-            sig = w.push(burst(t, 5_000 * t, None));
-        }
+        let mut sig = grow(&mut w, 0..=10, None);
         assert_eq!((sig.purge_pace, sig.unfreed_history), (None, None));
         assert_eq!(sig.debt_rate(), sig.history_rate);
         let e = purge::estimate(&sig, Duration::from_secs(5)).unwrap();
         assert_eq!((e.purgeable, e.unfreed), (50_000, 0));
-        for t in 11..=20 {
-            sig = w.push(burst(t, 5_000 * t, Some(10_000 * t)));
-        }
+        sig = grow(&mut w, 11..=20, Some(10_000));
         assert_eq!(sig.unfreed_history, Some(45_000));
         // innodb_monitor_reset: the counter runs backwards, the share is forgotten.
         sig = w.push(burst(21, 105_000, Some(5)));
