@@ -59,16 +59,16 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowatermark_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                   "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors",
-                  "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowatermark_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowatermark_neighbors", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
 # Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
 # again this many seconds into the run: h's quiet time between its bursts, once the
@@ -139,7 +139,7 @@ ARM_DOC = {
     "innopilot_noresize_nowatermark": "innopilot_noresize without the watermark policy ([policy.watermark] enabled "
                                       "= false): the yield's ablation where the redo cannot be resized (MariaDB < "
                                       "10.9, MySQL < 8.0.30, or redo_resize = false), the only place it stays at work",
-    "innopilot_noresize_nowatermark_neighbors": "innopilot_noresize_nowatermark with the page cleaner's neighbour "
+    "innopilot_noresize_nowm_neighbors": "innopilot_noresize_nowatermark with the page cleaner's neighbour "
                                                 "flushing left as the server has it ([policy.flush] neighbors_off = "
                                                 "false): whether writing only the oldest pages costs i's users at a fill "
                                                 "past the async point",
@@ -809,7 +809,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # answered no (51-55 s as fast as innopilot's), and with neighbours left on
         # the arm ran 0.944 x innopilot's mean, its p99.9 1.28 x as long.
         lines += ["[policy.flush]", "neighbors_off = false", ""]
-    if arm in ("innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowatermark_neighbors"):
+    if arm in ("innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors"):
         # Run 118: the watermark policy yields purge threads 4 -> 1 at the maximum, and
         # h's history peaked at 320 k against the defaults' 73 k. The
         # hundred-and-twentieth: 1.031 x innopilot's mean, ranges overlapping, burst-1
@@ -820,7 +820,7 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         lines += ["[policy.watermark]", "enabled = false", ""]
     if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize", "innopilot_noresize_nowatermark"):
         lines += ["[policy.flush]", "redo_resize = false", ""]
-    if arm == "innopilot_noresize_nowatermark_neighbors":
+    if arm == "innopilot_noresize_nowm_neighbors":
         # The hundred-and-twenty-seventh run's i: without the yield the page cleaner
         # wrote 1.4-1.5 k pages/s before the view against the defaults' 2.0-2.1 k and
         # users ran 13 % under them; neighbours off, or purge's four threads taking
@@ -1878,7 +1878,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_noresize_nowatermark": "#e6550d", "innopilot_noresize_nowatermark_neighbors": "#fdd0a2", "innopilot_prev": "#7f7f7f", "innopilot_300k_prev": "#393b79", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_noresize_nowatermark": "#e6550d", "innopilot_noresize_nowm_neighbors": "#fdd0a2", "innopilot_prev": "#7f7f7f", "innopilot_300k_prev": "#393b79", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
@@ -2158,6 +2158,15 @@ def main():
     os.makedirs(BASE_DIR, exist_ok=True)
     atexit.register(lambda: shutil.rmtree(BASE_DIR, ignore_errors=True))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # mariadbd refuses a socket path over 107 bytes (sun_path) and exits at start: a
+    # long arm name would fail every repetition of its arm minutes into the run.
+    for n, _, arms in plan:
+        for arm in arms:
+            sock = os.path.join(BASE_DIR, f"{n}-{arm}-r{reps}", "mysqld.sock")
+            if len(sock.encode()) > 107:
+                sys.exit(f"arm {arm} of {n}: its server's socket would be {sock} ({len(sock.encode())} bytes), "
+                         "over the 107 mariadbd accepts: give --workdir a shorter directory, or the arm a "
+                         "shorter name")
     log(f"work directory {BASE_DIR}")
 
     results = []
