@@ -59,16 +59,16 @@ BLKIO_GROUP = "innopilot-bench"
 
 ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "redo_static", "watermark", "innopilot", "innopilot_100k", "innopilot_100k_90s",
         "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t", "innopilot_100k_45s_4t", "innopilot_redo", "innopilot_noresize",
-        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
+        "innopilot_held750", "innopilot_shrink30s", "innopilot_restart", "innopilot_restart_shrink", "redo_static_innopilot", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_noresize_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0", "neighbors0_innopilot", "dryrun"]
 STATIC_ARMS = ["defaults", "purge1", "purge8", "threshold", "threshold_300k", "redo_static", "neighbors0"]
 INNOPILOT_ARMS = ["watermark", "innopilot", "innopilot_300k", "innopilot_300k_40", "innopilot_300k_nofree", "innopilot_300k_wait2", "innopilot_100k", "innopilot_100k_90s", "innopilot_100k_90s_4t",
                   "innopilot_100k_90s_55", "innopilot_100k_90s_noresize", "innopilot_100k_45s_4t",
                   "innopilot_redo", "innopilot_noresize", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                   "innopilot_restart", "innopilot_restart_shrink", "innopilot_noflush", "innopilot_sleep", "innopilot_neighbors",
-                  "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0_innopilot", "dryrun"]
+                  "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_noresize_neighbors", "innopilot_prev", "innopilot_300k_prev", "neighbors0_innopilot", "dryrun"]
 # Arms whose own targets are printed besides the innopilot arm's (with their name as a
 # prefix), judged against the shipped budget.
-OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
+OWN_TARGET_ARMS = ["innopilot_redo", "innopilot_noresize", "innopilot_sleep", "innopilot_neighbors", "innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors", "innopilot_noresize_neighbors", "innopilot_prev", "innopilot_held750", "innopilot_shrink30s", "redo_static_innopilot",
                    "innopilot_restart", "innopilot_restart_shrink", "neighbors0_innopilot"]
 # Arms whose innopilot is stopped (SIGTERM, as `systemctl restart` does) and started
 # again this many seconds into the run: h's quiet time between its bursts, once the
@@ -140,9 +140,12 @@ ARM_DOC = {
                                       "= false): the yield's ablation where the redo cannot be resized (MariaDB < "
                                       "10.9, MySQL < 8.0.30, or redo_resize = false), the only place it stays at work",
     "innopilot_noresize_nowm_neighbors": "innopilot_noresize_nowatermark with the page cleaner's neighbour "
-                                                "flushing left as the server has it ([policy.flush] neighbors_off = "
-                                                "false): whether writing only the oldest pages costs i's users at a fill "
-                                                "past the async point",
+                                         "flushing left as the server has it ([policy.flush] neighbors_off = "
+                                         "false): whether writing only the oldest pages costs i's users at a "
+                                         "fill past the async point",
+    "innopilot_noresize_neighbors": "innopilot_noresize with the page cleaner's neighbour flushing left as the "
+                                    "server has it ([policy.flush] neighbors_off = false): the neighbours rule's "
+                                    "ablation in the configuration where the watermark's yield is at work",
     "innopilot_prev": "the innopilot arm's configuration run by another build (--innopilot-prev): an earlier "
                       "commit against the one under test, interleaved on one machine, to tell a change's effect "
                       "from the machine's",
@@ -754,61 +757,71 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
     # repeats: innopilot_prev is innopilot's, innopilot_300k_prev innopilot_300k's.
     if arm.endswith("_prev"):
         arm = arm[: -len("_prev")]
-    lines = [
-        "[control]", f'state_file = "{state}"', "",
-        "[audit]", f'path = "{audit}"', "",
-        "[http]", "enabled = true", f'listen = "127.0.0.1:{http_port}"', "",
-    ]
+    # Each TOML table is written once (TOML refuses a second table of the same name),
+    # so an arm that combines two settings of one section gets both in it.
+    tables = {
+        "control": [f'state_file = "{state}"'],
+        "audit": [f'path = "{audit}"'],
+        "http": ["enabled = true", f'listen = "127.0.0.1:{http_port}"'],
+    }
+
+    def put(table, *keys):
+        tables.setdefault(table, []).extend(keys)
+
     if arm in BUDGET_ARMS:
         # The shipped policies held to the history the threshold arm holds, so the two
         # compare at the same debt (issue 15: mean TPS against the best static arm that
         # keeps history under the same budget).
-        lines += ["[policy.purge_rate]", f"budget_undo_logs = {ARM_BUDGET[arm]}"]
+        put("policy.purge_rate", f"budget_undo_logs = {ARM_BUDGET[arm]}")
         if arm == "innopilot_300k_40":
             # The eighty-third run's 300 k arm sat at the 20 % cap from the start of its
             # delay and ended at 424 k, at 0.92 x the defaults' TPS.
-            lines += ["max_dml_slowdown_pct = 40.0"]
+            put("policy.purge_rate", "max_dml_slowdown_pct = 40.0")
         if arm in ("innopilot_100k_90s", "innopilot_100k_90s_noresize", "innopilot_100k_90s_4t"):
             # The shipped 5-minute horizon and 20 % cap end e above the budget
             # (seventeenth run: 164 k); bench/frontier.py says ending at it costs about
             # 26 % of the defaults' TPS.
-            lines += ['drain_horizon = "90s"', "max_dml_slowdown_pct = 40.0"]
+            put("policy.purge_rate", 'drain_horizon = "90s"', "max_dml_slowdown_pct = 40.0")
         if arm == "innopilot_100k_90s_55":
             # Runs 87-89: the 40 % cap got back under 100 k in 2 of 12 repetitions, and
             # bench/frontier.py says ending there costs about a quarter of the defaults'
             # TPS; 55 % is the trade the audit's "held by the cap" names.
-            lines += ['drain_horizon = "90s"', "max_dml_slowdown_pct = 55.0"]
+            put("policy.purge_rate", 'drain_horizon = "90s"', "max_dml_slowdown_pct = 55.0")
         if arm == "innopilot_100k_45s_4t":
             # Twice as fast: over the twenty-fifth and twenty-sixth runs' 60-140 s drain
             # the device served 1-4 % fewer transactions and undo logs than the read
             # model fitted on the whole run predicts, the threshold's held 100 k none.
             # 55 % keeps a second with the switch on above half the run's median.
-            lines += ['drain_horizon = "45s"', "max_dml_slowdown_pct = 55.0"]
+            put("policy.purge_rate", 'drain_horizon = "45s"', "max_dml_slowdown_pct = 55.0")
         if arm in ("innopilot_100k_90s_4t", "innopilot_100k_45s_4t"):
             # No purge thread above the baseline: the delay stage starts as soon as the
             # excess is there, instead of after the thread stage's judging window.
-            lines += ["max_purge_threads = 4"]
-        lines += ["", "[policy.watermark]", f"yield_history_undo_logs = {ARM_BUDGET[arm]}", ""]
+            put("policy.purge_rate", "max_purge_threads = 4")
+        put("policy.watermark", f"yield_history_undo_logs = {ARM_BUDGET[arm]}")
         if arm == "innopilot_300k_nofree":
-            lines += ["[policy.free_pages]", "enabled = false", ""]
+            put("policy.free_pages", "enabled = false")
         if arm == "innopilot_300k_wait2":
-            lines += ["[policy.free_pages]", "max_wait_pct = 2.0", ""]
+            put("policy.free_pages", "max_wait_pct = 2.0")
     if arm == "innopilot_noflush":
-        lines += ["[policy.flush]", "enabled = false", ""]
+        put("policy.flush", "enabled = false")
     if arm == "innopilot_sleep":
         # The hundred-and-seventeenth run's g: with the cleaner awake (lwm 1) it flushed
         # at the device's rate from the burst's first second, and the burst ran 10-20 k
         # TPS in 52-61 s where the defaults' (cleaner asleep) ran 28-34 k. The
         # hundred-and-eighteenth answered no: asleep, 0.955 x innopilot's mean, its burst
         # no faster.
-        lines += ["[policy.flush]", "wake_lwm_pct = 0", ""]
-    if arm == "innopilot_neighbors":
+        put("policy.flush", "wake_lwm_pct = 0")
+    if arm in ("innopilot_neighbors", "innopilot_noresize_neighbors", "innopilot_noresize_nowm_neighbors"):
         # Runs 118-119: every innopilot arm's g burst ran 8-18 k TPS in its first
         # seconds where the defaults' ran 14-20 k, innopilot_sleep too, which had changed
         # nothing but innodb_flush_neighbors by then. The hundred-and-twenty-first
         # answered no (51-55 s as fast as innopilot's), and with neighbours left on
-        # the arm ran 0.944 x innopilot's mean, its p99.9 1.28 x as long.
-        lines += ["[policy.flush]", "neighbors_off = false", ""]
+        # the arm ran 0.944 x innopilot's mean, its p99.9 1.28 x as long. The
+        # hundred-and-twenty-seventh run's i: without the yield the page cleaner wrote
+        # 1.4-1.5 k pages/s before the view against the defaults' 2.0-2.1 k and users
+        # ran 13 % under them; the hundred-and-twenty-ninth: with the neighbours left
+        # on, 1.054 x.
+        put("policy.flush", "neighbors_off = false")
     if arm in ("innopilot_nowatermark", "innopilot_noresize_nowatermark", "innopilot_noresize_nowm_neighbors"):
         # Run 118: the watermark policy yields purge threads 4 -> 1 at the maximum, and
         # h's history peaked at 320 k against the defaults' 73 k. The
@@ -817,35 +830,30 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # undo, in every arm. The hundred-and-twenty-second, i: the grow took the fill
         # off the maximum within seconds, so the yield had nothing to act on; without
         # resizing (innopilot_noresize_nowatermark) it stays at work.
-        lines += ["[policy.watermark]", "enabled = false", ""]
-    if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize", "innopilot_noresize_nowatermark"):
-        lines += ["[policy.flush]", "redo_resize = false", ""]
-    if arm == "innopilot_noresize_nowm_neighbors":
-        # The hundred-and-twenty-seventh run's i: without the yield the page cleaner
-        # wrote 1.4-1.5 k pages/s before the view against the defaults' 2.0-2.1 k and
-        # users ran 13 % under them; neighbours off, or purge's four threads taking
-        # the cleaner's CPU? One [policy.flush] table: TOML refuses a second.
-        lines += ["[policy.flush]", "redo_resize = false", "neighbors_off = false", ""]
+        put("policy.watermark", "enabled = false")
+    if arm in ("innopilot_noresize", "innopilot_100k_90s_noresize", "innopilot_noresize_nowatermark",
+               "innopilot_noresize_neighbors", "innopilot_noresize_nowm_neighbors"):
+        put("policy.flush", "redo_resize = false")
     if arm == "innopilot_held750":
-        lines += ["[policy.flush]", 'held_batch = "750ms"', ""]
+        put("policy.flush", 'held_batch = "750ms"')
     if arm == "innopilot_shrink30s":
         # h's 80 s between bursts stand for a quiet spell longer than the shipped
         # 30 min: the shrink's wait and the knob's 10 min dwell scaled down alike, so
         # the second burst may grow the log again as it would a night later.
-        lines += ["[policy.flush]", "redo_shrink = true", 'redo_shrink_after = "30s"', "",
-                  "[knobs.innodb_log_file_size]", 'min_dwell = "10s"', ""]
+        put("policy.flush", "redo_shrink = true", 'redo_shrink_after = "30s"')
+        put("knobs.innodb_log_file_size", 'min_dwell = "10s"')
     if arm == "innopilot_restart_shrink":
         # The exit's quiet test at 90 % (it must stay under redo_grow_fill_pct, 95):
         # h's base load (0.3-0.7 MB/s, 16-39 % of the 128 MiB log's maximum a minute)
         # passes it, and the exit shrinks as before 2026-11-30.
-        lines += ["[policy.flush]", "redo_shrink_fill_pct = 90.0", ""]
+        put("policy.flush", "redo_shrink_fill_pct = 90.0")
     if arm == "innopilot_redo":
         # Redo resizing, opt-in in the shipped config: the knob managed, the flush policy's
         # redo_resize on; everything else the shipped defaults. The floor is the
         # scenario's own redo, so innopilot never shrinks below what the DBA configured.
-        lines += ["[knobs.innodb_log_file_size]", "manage = true",
-                  f"min = {size_bytes(sc['redo']) if sc else 67108864}", "",
-                  "[policy.flush]", "redo_resize = true", ""]
+        put("knobs.innodb_log_file_size", "manage = true",
+            f"min = {size_bytes(sc['redo']) if sc else 67108864}")
+        put("policy.flush", "redo_resize = true")
     if arm == "watermark":
         # MariaDB 10.6.5's adaptive purge as published, the same settings as the
         # simulator's mariadb1065_adaptive peer (src/sim/peers.rs, watermark_only_config):
@@ -853,20 +861,20 @@ def innopilot_config(path, arm, audit, state, http_port, sc=None):
         # every tick (10.6.5 decided before each purge batch), and no DML delay in high
         # mode (10.6.5 paused purge between batches instead; no variable does that, and the
         # watermark policy never delays DML).
-        lines.insert(1, "max_sets_per_minute = 600")  # into [control]
-        lines += ["[knobs.innodb_purge_threads]", "max_step = 32", 'min_dwell = "0s"', "",
-                  "[knobs.innodb_max_purge_lag_delay]", 'min_dwell = "0s"', "",
-                  "[knobs.innodb_max_purge_lag]", 'min_dwell = "0s"', "",
-                  "[knobs.innodb_purge_batch_size]", 'min_dwell = "0s"', "max_step = 5000", "",
-                  "[policy.watermark]", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
-                  "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", 'level_dwell = "0s"',
-                  "engage_fill_pct = 0.0", "",
-                  "[policy.purge_rate]", "enabled = false", "",
-                  "[policy.flush]", "enabled = false", "",
-                  "[policy.undo]", "enabled = false", "",
-                  "[policy.free_pages]", "enabled = false", ""]
+        put("control", "max_sets_per_minute = 600")
+        put("knobs.innodb_purge_threads", "max_step = 32", 'min_dwell = "0s"')
+        put("knobs.innodb_max_purge_lag_delay", 'min_dwell = "0s"')
+        put("knobs.innodb_max_purge_lag", 'min_dwell = "0s"')
+        put("knobs.innodb_purge_batch_size", 'min_dwell = "0s"', "max_step = 5000")
+        put("policy.watermark", "low_pct = 20.0", "high_pct = 80.0", "max_purge_threads = 0",
+            "hysteresis_pct = 0.0", "yield_history_undo_logs = 0", 'level_dwell = "0s"',
+            "engage_fill_pct = 0.0")
+        put("policy.purge_rate", "enabled = false")
+        put("policy.flush", "enabled = false")
+        put("policy.undo", "enabled = false")
+        put("policy.free_pages", "enabled = false")
     with open(path, "w") as f:
-        f.write("\n".join(lines))
+        f.write("".join(f"[{t}]\n" + "".join(k + "\n" for k in keys) + "\n" for t, keys in tables.items()))
 
 
 def size_bytes(s):
@@ -1028,7 +1036,8 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
                "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running",
-               "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free"]
+               "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free", "Innodb_data_pending_writes",
+               "Innodb_data_written"]
 # InnoDB's own counters of what is read (by page type: index leaves, the pages above
 # them, undo logs), of all pages read (background reads too), of the reads pending in
 # the OS layer and of the free-block searches; of the B-tree's splits and merges
@@ -1431,7 +1440,7 @@ def write_csv(path, sb_rows, samples):
             "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
             "lru_free_search", "lru_free_loops", "page_splits", "page_merge_attempts",
             "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us",
-            "lru_scan_depth"]
+            "lru_scan_depth", "os_pending_writes", "data_written"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1461,6 +1470,10 @@ def write_csv(path, sb_rows, samples):
     # dml_delay_us the delay a row gets now (all but pages_free, os_pending_reads and
     # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start);
     # lru_scan_depth the free pages the page cleaner keeps (the free-pages policy's knob).
+    # os_pending_writes is the asynchronous data-file writes submitted and not yet
+    # completed at the sample (Innodb_data_pending_writes, os_aio_pending_writes() in
+    # MariaDB 10.11): whether the device keeps up with the page cleaner's batches or
+    # they queue at it; data_written the bytes InnoDB wrote to its files (cumulative).
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1488,7 +1501,8 @@ def write_csv(path, sb_rows, samples):
                         s.get("index_page_merge_attempts"), s.get("index_page_merge_successful"),
                         s.get("index_page_discards"), s.get("purge_upd_exist_or_extern_records"),
                         s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec"),
-                        s.get("lru_scan_depth")])
+                        s.get("lru_scan_depth"), s.get("Innodb_data_pending_writes"),
+                        s.get("Innodb_data_written")])
 
 
 def fill(s):
@@ -1878,7 +1892,7 @@ ARM_COLORS = {"defaults": "#000000", "purge1": "#8c564b", "purge8": "#c49c94", "
               "innopilot_100k_45s_4t": "#bc80bd", "innopilot_redo": "#17becf", "redo_static_innopilot": "#393b79",
               "innopilot_noresize": "#6baed6", "innopilot_shrink30s": "#fd8d3c",
               "innopilot_restart": "#3182bd", "innopilot_restart_shrink": "#e6550d",
-              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_noresize_nowatermark": "#e6550d", "innopilot_noresize_nowm_neighbors": "#fdd0a2", "innopilot_prev": "#7f7f7f", "innopilot_300k_prev": "#393b79", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
+              "innopilot_noflush": "#ff7f0e", "innopilot_sleep": "#9ecae1", "innopilot_neighbors": "#08519c", "innopilot_nowatermark": "#a63603", "innopilot_noresize_nowatermark": "#e6550d", "innopilot_noresize_nowm_neighbors": "#fdd0a2", "innopilot_noresize_neighbors": "#6baed6", "innopilot_prev": "#7f7f7f", "innopilot_300k_prev": "#393b79", "neighbors0": "#a1d99b", "neighbors0_innopilot": "#31a354",
               "dryrun": "#bcbd22"}
 
 
