@@ -262,13 +262,21 @@ fn sum3(a: Option<u64>, b: Option<u64>, c: Option<u64>) -> Option<u64> {
 }
 
 /// Least-squares slope of (t seconds, y) points; `None` with fewer than two points.
-pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
-    if points.len() < 2 {
+/// An iterator, walked three times, so that a tick's slopes over the window build no
+/// vector.
+pub fn slope<I>(points: I) -> Option<f64>
+where
+    I: IntoIterator<Item = (f64, f64)>,
+    I::IntoIter: Clone,
+{
+    let points = points.into_iter();
+    let count = points.clone().count();
+    if count < 2 {
         return None;
     }
-    let n = points.len() as f64;
-    let mt = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let n = count as f64;
+    let mt = points.clone().map(|p| p.0).sum::<f64>() / n;
+    let my = points.clone().map(|p| p.1).sum::<f64>() / n;
     let (mut num, mut den) = (0.0, 0.0);
     for (t, y) in points {
         num += (t - mt) * (y - my);
@@ -444,14 +452,13 @@ impl SignalWindow {
                 sum3(cur.rows_inserted, cur.rows_updated, cur.rows_deleted),
                 dt,
             );
-            let pts = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+            let pts = |f: fn(&Sample) -> Option<f64>| {
                 self.samples
                     .iter()
-                    .filter_map(|s| f(s).map(|y| ((s.t_ms - first_t) as f64 / 1000.0, y)))
-                    .collect()
+                    .filter_map(move |s| f(s).map(|y| ((s.t_ms - first_t) as f64 / 1000.0, y)))
             };
-            sig.history_rate = slope(&pts(&|s| s.history_len.map(|h| h as f64)));
-            sig.redo_fill_trend = slope(&pts(&|s| s.redo.fill()));
+            sig.history_rate = slope(pts(|s| s.history_len.map(|h| h as f64)));
+            sig.redo_fill_trend = slope(pts(|s| s.redo.fill()));
         }
         sig.sample = cur;
         sig

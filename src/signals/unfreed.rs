@@ -96,13 +96,12 @@ impl SignalWindow {
         self.unfreed.push_back((t, u));
         trim_older(&mut self.unfreed, t, self.span, 2, |p| p.0);
         let first = self.unfreed.front().map(|p| p.0).unwrap_or(t);
-        let pts: Vec<(f64, f64)> = self
+        let pts = self
             .unfreed
             .iter()
-            .map(|(ti, v)| ((ti - first) as f64 / 1000.0, *v))
-            .collect();
+            .map(|(ti, v)| ((ti - first) as f64 / 1000.0, *v));
         sig.unfreed_history = Some(u as u64);
-        sig.unfreed_rate = slope(&pts);
+        sig.unfreed_rate = slope(pts);
     }
 }
 
