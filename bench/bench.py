@@ -1036,8 +1036,7 @@ STATUS_VARS = ["Innodb_history_list_length", "Innodb_checkpoint_age", "Innodb_ch
                "Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_lsn_current",
                "Innodb_buffer_pool_pages_flushed", "Innodb_rows_updated", "Innodb_buffer_pool_wait_free",
                "Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_LRU_flushed", "Threads_running",
-               "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free", "Innodb_data_pending_writes",
-               "Innodb_data_written"]
+               "Innodb_buffer_pool_read_ahead", "Innodb_buffer_pool_pages_free", "Innodb_data_written"]
 # InnoDB's own counters of what is read (by page type: index leaves, the pages above
 # them, undo logs), of all pages read (background reads too), of the reads pending in
 # the OS layer and of the free-block searches; of the B-tree's splits and merges
@@ -1440,7 +1439,7 @@ def write_csv(path, sb_rows, samples):
             "read_index_leaf", "read_index_non_leaf", "read_undo_log", "os_pending_reads",
             "lru_free_search", "lru_free_loops", "page_splits", "page_merge_attempts",
             "page_merges", "page_discards", "purged_updates", "purged_del_marks", "dml_delay_us",
-            "lru_scan_depth", "os_pending_writes", "data_written"]
+            "lru_scan_depth", "data_written"]
     # lsn, checkpoint_age and checkpoint_max_age are the raw status values behind
     # redo_fill_pct: the checkpoint LSN is lsn - checkpoint_age, and checkpoint_max_age
     # moves when the server really adopts a redo resize (log_t::write_checkpoint()),
@@ -1470,10 +1469,12 @@ def write_csv(path, sb_rows, samples):
     # dml_delay_us the delay a row gets now (all but pages_free, os_pending_reads and
     # dml_delay_us cumulative; INNODB_METRICS, enabled at the server's start);
     # lru_scan_depth the free pages the page cleaner keeps (the free-pages policy's knob).
-    # os_pending_writes is the asynchronous data-file writes submitted and not yet
-    # completed at the sample (Innodb_data_pending_writes, os_aio_pending_writes() in
-    # MariaDB 10.11): whether the device keeps up with the page cleaner's batches or
-    # they queue at it; data_written the bytes InnoDB wrote to its files (cumulative).
+    # data_written is the bytes InnoDB wrote to its data files, the doublewrite
+    # buffer's copies included (Innodb_data_written, cumulative): with pages_flushed,
+    # whether a device is at a byte ceiling (the same bytes a second whatever the
+    # pages) or writes more pages when they are neighbours (the hundred-and-thirtieth
+    # run). Innodb_data_pending_writes is no help there: it read 0 (once 1) in every
+    # second of that run, g's throttled device included (see docs/benchmarks.md).
     by_t = {r["t"]: r for r in sb_rows}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -1501,8 +1502,7 @@ def write_csv(path, sb_rows, samples):
                         s.get("index_page_merge_attempts"), s.get("index_page_merge_successful"),
                         s.get("index_page_discards"), s.get("purge_upd_exist_or_extern_records"),
                         s.get("purge_del_mark_records"), s.get("purge_dml_delay_usec"),
-                        s.get("lru_scan_depth"), s.get("Innodb_data_pending_writes"),
-                        s.get("Innodb_data_written")])
+                        s.get("lru_scan_depth"), s.get("Innodb_data_written")])
 
 
 def fill(s):
@@ -2185,9 +2185,13 @@ def main():
 
     results = []
     meta = dict(date=dt.datetime.utcnow().isoformat(timespec="seconds") + "Z", quick=a.quick, reps=reps,
-                arms={k: ARM_DOC[k] for k in ARMS}, scenarios={}, machine=machine_info(),
+                arms={k: ARM_DOC[k] for k in ARMS}, scenarios={}, machine=machine_info(BASE_DIR),
                 server_args=COMMON_SERVER_ARGS, warmup_skip_s=WARMUP_SKIP, estimated_s=round(est),
                 duration_override=a.duration, command=" ".join(sys.argv))
+    m = meta["machine"]
+    log(f"machine: {m.get('cpus')} x {m.get('cpu')}, kernel {m.get('kernel')}, sysbench cpu "
+        f"{m.get('sysbench_cpu_events_s')} events/s (one thread), a synced 4 KiB write "
+        f"{m.get('sync_write_us')} us")
     t_start = time.time()
     for sc_name, sc, arms in plan:
         try:
@@ -2407,7 +2411,27 @@ def du(p):
     return total // (1 << 20)
 
 
-def machine_info():
+def sync_write_us(directory, n=300):
+    """Mean time of a 4 KiB write followed by fdatasync() in `directory` (the servers'
+    work directory), microseconds: what a commit's redo flush costs on this machine."""
+    fd, path = tempfile.mkstemp(dir=directory)
+    try:
+        block = b"\0" * 4096
+        t0 = time.perf_counter()
+        for i in range(n):
+            os.pwrite(fd, block, i * 4096)
+            os.fdatasync(fd)
+        return round((time.perf_counter() - t0) / n * 1e6)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def machine_info(directory):
+    """The machine a run ran on. Two machines with the same CPU model have differed
+    threefold in the scenarios' TPS (runs 129 and 130: i's page cleaner and users on
+    kernels fc-v669 and fc-v1045), so a single-thread CPU rate and a synced write's
+    time are measured, not only named."""
     info = {}
     try:
         info["cpus"] = os.cpu_count()
@@ -2421,6 +2445,11 @@ def machine_info():
         info["sysbench"] = subprocess.run([which("sysbench"), "--version"], capture_output=True, text=True).stdout.strip()
         info["rustc_running_at_start"] = int(subprocess.run("ps aux | grep -c '[r]ustc'", shell=True,
                                                             capture_output=True, text=True).stdout.strip() or 0)
+        out = subprocess.run([which("sysbench"), "cpu", "--time=3", "--threads=1", "run"],
+                             capture_output=True, text=True).stdout
+        m = re.search(r"events per second:\s*([\d.]+)", out)
+        info["sysbench_cpu_events_s"] = float(m.group(1)) if m else None
+        info["sync_write_us"] = sync_write_us(directory)
     except Exception as e:  # informational only
         info["error"] = str(e)
     return info
