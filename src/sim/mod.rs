@@ -4,7 +4,9 @@
 //! it unchanged and any policy can be judged on any scenario in seconds.
 //!
 //! - [`model`]: the InnoDB model (foreground, CPU, purge, redo and flushing, undo and
-//!   truncation, DML delay per flavor) and [`model::SimServer`], its `Server` handle.
+//!   truncation, DML delay per flavor; its step in `mod.rs`), what its server says
+//!   (`surface`), what a `SET GLOBAL` does (`knobs`) and [`model::SimServer`], its
+//!   `Server` handle (`server`).
 //! - [`scenario`]: named, seeded scenarios (load curve, read views, device events,
 //!   restarts), each tied to the seed article whose finding it reproduces.
 //! - [`peers`]: what to compare: the servers' built-in behaviours as static settings,
